@@ -1,0 +1,254 @@
+//! Write a plan (or saved originals) transactionally: every value is read
+//! back, and on the first failure everything this run wrote is put back.
+
+use crate::discover::Inventory;
+use crate::plan::{Change, Plan, same_value};
+use crate::state::{Locked, Saved, StateError};
+use crate::sysfs::{Sysfs, is_vanished};
+use std::collections::BTreeSet;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    #[error("{cause}; rolled back {rolled_back} write(s){}", rollback_note(.rollback_failures))]
+    Failed {
+        cause: String,
+        rolled_back: usize,
+        rollback_failures: Vec<String>,
+    },
+    #[error(transparent)]
+    State(#[from] StateError),
+}
+
+fn rollback_note(failures: &[String]) -> String {
+    if failures.is_empty() {
+        String::new()
+    } else {
+        format!("; ROLLBACK INCOMPLETE: {}", failures.join("; "))
+    }
+}
+
+/// What a transaction did.
+#[derive(Debug, Default)]
+pub struct Written {
+    pub changes: Vec<Change>,
+    /// Paths that vanished (device removed) before they could be written.
+    pub vanished: Vec<String>,
+}
+
+/// Write each change, read it back, and undo all of them on any failure.
+fn transaction(sysfs: &Sysfs, changes: &[Change]) -> Result<Written, ApplyError> {
+    let mut done: Vec<&Change> = Vec::new();
+    let mut out = Written::default();
+    for c in changes {
+        let failure = match sysfs.write(&c.path, &c.after) {
+            Err(e) if is_vanished(&e) => {
+                out.vanished.push(c.path.clone());
+                continue;
+            }
+            Err(e) => Some(format!("{}: cannot write {:?}: {e}", c.path, c.after)),
+            Ok(()) => {
+                done.push(c);
+                match sysfs.read(&c.path) {
+                    Ok(v) if same_value(&c.path, &v, &c.after) => None,
+                    Ok(v) => Some(format!(
+                        "{}: wrote {:?} but it reads back {v:?}",
+                        c.path, c.after
+                    )),
+                    Err(e) => Some(format!("{}: cannot read back: {e}", c.path)),
+                }
+            }
+        };
+        if let Some(cause) = failure {
+            let mut rollback_failures = Vec::new();
+            for w in done.iter().rev() {
+                match sysfs.write(&w.path, &w.before) {
+                    Ok(()) => {}
+                    Err(e) if is_vanished(&e) => {}
+                    Err(e) => rollback_failures
+                        .push(format!("{}: cannot restore {:?}: {e}", w.path, w.before)),
+                }
+            }
+            return Err(ApplyError::Failed {
+                cause,
+                rolled_back: done.len(),
+                rollback_failures,
+            });
+        }
+        out.changes.push(c.clone());
+    }
+    Ok(out)
+}
+
+/// Apply a plan. Originals are saved (and persisted) before the first write,
+/// so even a crash mid-run leaves `restore` able to undo it.
+pub fn apply(sysfs: &Sysfs, locked: &mut Locked, plan: &Plan) -> Result<Written, ApplyError> {
+    let changes: Vec<Change> = plan.changes().cloned().collect();
+    let mut added = Vec::new();
+    let before_state = locked.state.clone();
+    for c in &changes {
+        match locked.state.saved.get_mut(&c.path) {
+            Some(s) => s.owners.extend(c.owners.iter().cloned()),
+            None => {
+                locked.state.saved.insert(
+                    c.path.clone(),
+                    Saved {
+                        original: c.before.clone(),
+                        owners: c.owners.clone(),
+                    },
+                );
+                added.push(c.path.clone());
+            }
+        }
+    }
+    for d in &plan.devices {
+        match &d.rule {
+            Some(r) => locked.state.rules.insert(d.name.clone(), r.clone()),
+            None => locked.state.rules.remove(&d.name),
+        };
+    }
+    if !changes.is_empty() || locked.state != before_state {
+        locked.save()?;
+    }
+    match transaction(sysfs, &changes) {
+        Ok(w) => {
+            for p in &w.vanished {
+                if added.contains(p) {
+                    locked.state.saved.remove(p);
+                }
+            }
+            if !w.vanished.is_empty() {
+                locked.save()?;
+            }
+            Ok(w)
+        }
+        Err(e) => {
+            locked.state = before_state;
+            locked.save()?;
+            Err(e)
+        }
+    }
+}
+
+/// Put back the saved originals of the given devices (all when empty) and
+/// forget them. A per-CPU value shared with devices not being restored stays.
+pub fn restore(
+    sysfs: &Sysfs,
+    locked: &mut Locked,
+    inv: &Inventory,
+    devices: &[String],
+) -> Result<Restored, ApplyError> {
+    let scope: Option<BTreeSet<String>> = (!devices.is_empty()).then(|| {
+        let mut s: BTreeSet<String> = devices.iter().cloned().collect();
+        for d in devices {
+            if let Some(dev) = inv.get(d) {
+                s.extend(dev.targets.iter().cloned());
+            }
+        }
+        s
+    });
+    let mut next = locked.state.clone();
+    let mut changes = Vec::new();
+    let mut warnings = Vec::new();
+    for (path, saved) in &locked.state.saved {
+        if let Some(s) = &scope {
+            if saved.owners.is_disjoint(s) {
+                continue;
+            }
+            let shared_cpu = path.starts_with("devices/system/cpu/") && !saved.owners.is_subset(s);
+            if shared_cpu {
+                if let Some(e) = next.saved.get_mut(path) {
+                    e.owners.retain(|o| !s.contains(o));
+                }
+                continue;
+            }
+        }
+        next.saved.remove(path);
+        match sysfs.read(path) {
+            Ok(v) if same_value(path, &v, &saved.original) => {}
+            Ok(v) => changes.push(Change {
+                path: path.clone(),
+                before: v,
+                after: saved.original.clone(),
+                owners: saved.owners.clone(),
+            }),
+            Err(e) if is_vanished(&e) => {
+                warnings.push(format!("{path}: gone; forgetting its saved value"))
+            }
+            Err(e) => {
+                return Err(ApplyError::Failed {
+                    cause: format!("{path}: cannot read: {e}"),
+                    rolled_back: 0,
+                    rollback_failures: Vec::new(),
+                });
+            }
+        }
+    }
+    match &scope {
+        Some(s) => next.rules.retain(|d, _| !s.contains(d)),
+        None => next.rules.clear(),
+    }
+    let written = transaction(sysfs, &changes)?;
+    warnings.extend(
+        written
+            .vanished
+            .iter()
+            .map(|p| format!("{p}: vanished; forgetting its saved value")),
+    );
+    if next != locked.state {
+        locked.state = next;
+        locked.save()?;
+    }
+    Ok(Restored {
+        changes: written.changes,
+        warnings,
+    })
+}
+
+pub struct Restored {
+    pub changes: Vec<Change>,
+    pub warnings: Vec<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs;
+
+    fn change(path: &str, before: &str, after: &str) -> Change {
+        Change {
+            path: path.into(),
+            before: before.into(),
+            after: after.into(),
+            owners: BTreeSet::new(),
+        }
+    }
+
+    #[test]
+    fn a_device_removed_between_plan_and_write_is_skipped_not_failed() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::create_dir_all(dir.path().join("block/a/queue")).unwrap();
+        fs::write(dir.path().join("block/a/queue/x"), "-1\n").unwrap();
+        let sysfs = Sysfs::new(dir.path());
+        let changes = [
+            change("block/gone/queue/x", "-1", "5"),
+            change("block/a/queue/x", "-1", "5"),
+        ];
+        let w = transaction(&sysfs, &changes).unwrap();
+        assert_eq!(w.vanished, ["block/gone/queue/x"]);
+        assert_eq!(w.changes.len(), 1);
+        assert_eq!(sysfs.read("block/a/queue/x").unwrap(), "5");
+    }
+
+    #[test]
+    fn a_failed_write_puts_back_the_earlier_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::create_dir_all(dir.path().join("q")).unwrap();
+        fs::write(dir.path().join("q/a"), "-1\n").unwrap();
+        std::os::unix::fs::symlink("/dev/full", dir.path().join("q/b")).unwrap();
+        let sysfs = Sysfs::new(dir.path());
+        let err =
+            transaction(&sysfs, &[change("q/a", "-1", "5"), change("q/b", "x", "5")]).unwrap_err();
+        assert!(err.to_string().contains("rolled back 1 write"), "{err}");
+        assert_eq!(sysfs.read("q/a").unwrap(), "-1");
+    }
+}

@@ -1,0 +1,83 @@
+//! Command-line definitions: what the user typed. Everything below this
+//! module works with the parsed values, never with strings from argv.
+
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "blkqos",
+    version,
+    about = "Keep CPUs out of deep idle states only while a block device has I/O",
+    long_about = "blkqos discovers block devices, matches them against the rules of a TOML \
+profile and sets their per-device CPU idle-latency limits (cpu_lat_limit_us, cpu_lat_timeout_ms), \
+saving the originals so that `restore` can undo it."
+)]
+pub struct Cli {
+    /// sysfs mount point; a copied or fake tree works like the live one
+    #[arg(
+        long,
+        global = true,
+        env = "BLKQOS_SYSFS",
+        default_value = "/sys",
+        value_name = "DIR"
+    )]
+    pub sysfs: PathBuf,
+
+    /// Where saved originals and the lock live
+    #[arg(
+        long,
+        global = true,
+        env = "BLKQOS_STATE_DIR",
+        default_value = "/run/blkqos",
+        value_name = "DIR"
+    )]
+    pub state_dir: PathBuf,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// List whole disks: identity, transport, stacking, knob ABI, current values
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Validate a profile (exit 0 when valid, 2 when not)
+    Check { profile: PathBuf },
+    /// Apply a profile: write what differs, read back, roll back on failure
+    Apply {
+        profile: PathBuf,
+        /// Show the plan, write nothing
+        #[arg(long)]
+        dry_run: bool,
+        #[arg(long)]
+        json: bool,
+        /// Only this device and the queues it resolves to (repeatable)
+        #[arg(long = "device", value_name = "NAME")]
+        devices: Vec<String>,
+    },
+    /// Compare live values with what a profile wants (exit 1 on mismatch)
+    Verify {
+        profile: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Put back the original values saved by apply
+    Restore {
+        #[arg(long)]
+        json: bool,
+        /// Only this device and the queues it resolves to (repeatable)
+        #[arg(long = "device", value_name = "NAME")]
+        devices: Vec<String>,
+    },
+    /// Per device: knob values, owning rule, per-CPU limits, idle states and residency
+    Status {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Which rule matches a device and why, and which queues it resolves to
+    Explain { profile: PathBuf, device: String },
+}

@@ -1,0 +1,564 @@
+//! Discover whole disks and resolve each to the request queues that do its I/O.
+//!
+//! Structure (stacking, queues, CPUs) always comes from sysfs; enumeration and
+//! udev properties come from libudev when the tree is the live one and a udev
+//! database exists.
+
+use crate::backend::Abi;
+use crate::idle::parse_cpu_list;
+use crate::sysfs::{Sysfs, natural_cmp};
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::str::FromStr;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Transport {
+    Nvme,
+    Sata,
+    Sas,
+    Scsi,
+    Usb,
+    Virtio,
+    Mmc,
+    Virtual,
+    Unknown,
+}
+
+impl Transport {
+    pub const NAMES: [&'static str; 8] = [
+        "nvme", "sata", "sas", "scsi", "usb", "virtio", "mmc", "virtual",
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Transport::Nvme => "nvme",
+            Transport::Sata => "sata",
+            Transport::Sas => "sas",
+            Transport::Scsi => "scsi",
+            Transport::Usb => "usb",
+            Transport::Virtio => "virtio",
+            Transport::Mmc => "mmc",
+            Transport::Virtual => "virtual",
+            Transport::Unknown => "unknown",
+        }
+    }
+}
+
+impl FromStr for Transport {
+    type Err = ();
+    fn from_str(s: &str) -> Result<Self, ()> {
+        Ok(match s {
+            "nvme" => Transport::Nvme,
+            "sata" => Transport::Sata,
+            "sas" => Transport::Sas,
+            "scsi" => Transport::Scsi,
+            "usb" => Transport::Usb,
+            "virtio" => Transport::Virtio,
+            "mmc" => Transport::Mmc,
+            "virtual" => Transport::Virtual,
+            _ => return Err(()),
+        })
+    }
+}
+
+impl fmt::Display for Transport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// How a disk does its I/O.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Kind {
+    /// A blk-mq (request-based) disk: it has hardware queues and the knobs.
+    Disk,
+    /// NVMe native-multipath head (bio-based), I/O goes to its path disks.
+    NvmeHead,
+    /// A hidden NVMe multipath path disk (`nvmeXcYnZ`).
+    NvmePath,
+    Md,
+    Dm,
+    /// Any other bio-based disk (zram, brd, ...): no hardware queues.
+    BioBased,
+}
+
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Disk => "disk",
+            Kind::NvmeHead => "nvme-head",
+            Kind::NvmePath => "nvme-path",
+            Kind::Md => "md",
+            Kind::Dm => "dm",
+            Kind::BioBased => "bio-based",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Device {
+    pub name: String,
+    /// Canonical location relative to the sysfs root (`devices/...`).
+    pub syspath: String,
+    pub kind: Kind,
+    pub transport: Transport,
+    pub model: Option<String>,
+    pub serial: Option<String>,
+    pub wwid: Option<String>,
+    pub driver: Option<String>,
+    /// PCI functions the device sits behind (several for a multipath head).
+    pub pci: Vec<String>,
+    pub rotational: bool,
+    pub removable: bool,
+    pub size_bytes: u64,
+    /// CPUs that submit to (and, with managed IRQs, complete) this queue.
+    pub cpus: Vec<u32>,
+    pub hw_queues: usize,
+    pub slaves: Vec<String>,
+    pub holders: Vec<String>,
+    /// Path disks of an NVMe multipath head.
+    pub paths: Vec<String>,
+    /// The head of a hidden path disk.
+    pub head: Option<String>,
+    pub abi: Abi,
+    /// Request queues that really do this device's I/O (itself for a disk).
+    pub targets: Vec<String>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub properties: BTreeMap<String, String>,
+    /// Why the device is not a candidate for rules, as lsblk would hide it.
+    pub excluded: Option<String>,
+}
+
+#[derive(Debug, Default)]
+pub struct Inventory {
+    pub devices: Vec<Device>,
+    pub warnings: Vec<String>,
+    /// "udev" or "sysfs": where the list of disks came from.
+    pub source: &'static str,
+}
+
+impl Inventory {
+    pub fn get(&self, name: &str) -> Option<&Device> {
+        self.devices.iter().find(|d| d.name == name)
+    }
+
+    /// Devices that rules may match: whole, visible, non-empty disks.
+    pub fn visible(&self) -> impl Iterator<Item = &Device> {
+        self.devices.iter().filter(|d| d.excluded.is_none())
+    }
+}
+
+/// Scan the tree for whole disks.
+pub fn scan(sysfs: &Sysfs) -> Inventory {
+    let mut warnings = Vec::new();
+    let (mut names, mut properties, source) = match crate::udevdb::enumerate(sysfs) {
+        Ok(Some(found)) => (found.names, found.properties, "udev"),
+        Ok(None) => (Vec::new(), BTreeMap::new(), "sysfs"),
+        Err(e) => {
+            warnings.push(format!("udev enumeration failed ({e}); using sysfs"));
+            (Vec::new(), BTreeMap::new(), "sysfs")
+        }
+    };
+    // udev may not have processed every disk yet (early boot); sysfs is the
+    // authority on what exists, udev only adds names and properties.
+    for name in sysfs.list("block") {
+        if !names.contains(&name) {
+            names.push(name);
+        }
+    }
+    names.sort_by(|a, b| natural_cmp(a, b));
+
+    let partitions = partition_parents(sysfs);
+    let mut devices: Vec<Device> = names
+        .iter()
+        .filter_map(|name| {
+            let props = properties.remove(name).unwrap_or_default();
+            read_device(sysfs, name, props, &mut warnings)
+        })
+        .collect();
+
+    link_multipath(&mut devices);
+    let targets: Vec<Vec<String>> = devices
+        .iter()
+        .map(|d| resolve(&devices, &partitions, &d.name, &mut warnings))
+        .collect();
+    for (d, t) in devices.iter_mut().zip(targets) {
+        d.targets = t;
+    }
+    for d in &mut devices {
+        d.excluded = exclusion(d);
+    }
+    Inventory {
+        devices,
+        warnings,
+        source,
+    }
+}
+
+/// Partition name -> whole-disk name, from `class/block/*/partition`.
+fn partition_parents(sysfs: &Sysfs) -> BTreeMap<String, String> {
+    sysfs
+        .list("class/block")
+        .into_iter()
+        .filter(|p| sysfs.exists(&format!("class/block/{p}/partition")))
+        .filter_map(|p| {
+            let canon = sysfs.canonical(&format!("class/block/{p}")).ok()?;
+            let parent = canon.rsplit('/').nth(1)?.to_string();
+            Some((p, parent))
+        })
+        .collect()
+}
+
+fn read_device(
+    sysfs: &Sysfs,
+    name: &str,
+    properties: BTreeMap<String, String>,
+    warnings: &mut Vec<String>,
+) -> Option<Device> {
+    let base = format!("block/{name}");
+    let syspath = match sysfs.canonical(&base) {
+        Ok(p) => p,
+        Err(e) => {
+            warnings.push(format!("{name}: cannot resolve {base}: {e}"));
+            return None;
+        }
+    };
+    let flag = |rel: &str| sysfs.attr(&format!("{base}/{rel}")).as_deref() == Some("1");
+    let request_based = sysfs.exists(&format!("{base}/mq"));
+    let mut cpus = BTreeSet::new();
+    let queues = sysfs.list(&format!("{base}/mq"));
+    for q in &queues {
+        let list = sysfs
+            .attr(&format!("{base}/mq/{q}/cpu_list"))
+            .unwrap_or_default();
+        match parse_cpu_list(&list) {
+            Some(c) => cpus.extend(c),
+            None => warnings.push(format!("{name}: unreadable mq/{q}/cpu_list {list:?}")),
+        }
+    }
+    let parent_dir = syspath.rsplit('/').nth(1).unwrap_or("");
+    let grandparent = syspath.rsplit('/').nth(2).unwrap_or("");
+    let kind = if grandparent == "nvme-subsystem" || parent_dir.starts_with("nvme-subsys") {
+        Kind::NvmeHead
+    } else if flag("hidden") && is_nvme_path_name(name) {
+        Kind::NvmePath
+    } else if sysfs.exists(&format!("{base}/md")) {
+        Kind::Md
+    } else if sysfs.exists(&format!("{base}/dm")) {
+        Kind::Dm
+    } else if request_based {
+        Kind::Disk
+    } else {
+        Kind::BioBased
+    };
+    let transport = transport_of(&syspath, kind);
+    let dev_attr = |attr: &str| sysfs.attr(&format!("{base}/device/{attr}"));
+    let prop = |key: &str| {
+        properties
+            .get(key)
+            .map(|v| v.trim().to_string())
+            .filter(|v| !v.is_empty())
+    };
+    let model = prop("ID_MODEL_ENC")
+        .map(|v| decode_udev(&v).trim().to_string())
+        .or_else(|| prop("ID_MODEL"))
+        .or_else(|| dev_attr("model"))
+        .or_else(|| dev_attr("name"));
+    let serial = prop("ID_SERIAL_SHORT")
+        .or_else(|| sysfs.attr(&format!("{base}/serial")))
+        .or_else(|| dev_attr("serial"))
+        .or_else(|| vpd_serial(sysfs, &format!("{base}/device/vpd_pg80")));
+    let wwid = prop("ID_WWN")
+        .or_else(|| sysfs.attr(&format!("{base}/wwid")))
+        .or_else(|| dev_attr("wwid"));
+    let device_path = sysfs.canonical(&format!("{base}/device")).ok();
+    let driver = device_path
+        .as_deref()
+        .and_then(|p| nearest_driver(sysfs, p));
+    let pci: Vec<String> = syspath
+        .split('/')
+        .filter(|c| is_pci_address(c))
+        .last()
+        .map(|c| vec![c.to_string()])
+        .unwrap_or_default();
+    Some(Device {
+        name: name.to_string(),
+        kind,
+        transport,
+        model,
+        serial,
+        wwid,
+        driver,
+        pci,
+        rotational: flag("queue/rotational"),
+        removable: flag("removable"),
+        size_bytes: sysfs
+            .attr(&format!("{base}/size"))
+            .and_then(|s| s.parse::<u64>().ok())
+            .unwrap_or(0)
+            .saturating_mul(512),
+        cpus: cpus.into_iter().collect(),
+        hw_queues: queues.len(),
+        slaves: sysfs.list(&format!("{base}/slaves")),
+        holders: sysfs.list(&format!("{base}/holders")),
+        paths: sysfs.list(&format!("{base}/multipath")),
+        head: None,
+        abi: Abi::probe(sysfs, name),
+        targets: Vec::new(),
+        properties,
+        excluded: None,
+        syspath,
+    })
+}
+
+/// A head has no driver or PCI function of its own: it has those of its paths.
+fn link_multipath(devices: &mut [Device]) {
+    let heads: Vec<(usize, Vec<String>)> = devices
+        .iter()
+        .enumerate()
+        .filter(|(_, d)| !d.paths.is_empty())
+        .map(|(i, d)| (i, d.paths.clone()))
+        .collect();
+    for (head, paths) in heads {
+        let head_name = devices[head].name.clone();
+        let mut pci = Vec::new();
+        let mut driver = None;
+        for d in devices.iter_mut().filter(|d| paths.contains(&d.name)) {
+            d.head = Some(head_name.clone());
+            pci.extend(d.pci.iter().cloned());
+            driver = driver.or_else(|| d.driver.clone());
+        }
+        pci.sort();
+        pci.dedup();
+        let h = &mut devices[head];
+        h.pci = pci;
+        h.driver = h.driver.take().or(driver);
+    }
+}
+
+/// The request queues a device's I/O ends up on, following multipath links and
+/// `slaves/` (a partition counts as its disk), recursively.
+fn resolve(
+    devices: &[Device],
+    partitions: &BTreeMap<String, String>,
+    name: &str,
+    warnings: &mut Vec<String>,
+) -> Vec<String> {
+    fn walk(
+        devices: &[Device],
+        partitions: &BTreeMap<String, String>,
+        name: &str,
+        seen: &mut BTreeSet<String>,
+        out: &mut Vec<String>,
+        warnings: &mut Vec<String>,
+    ) {
+        let name = partitions.get(name).map_or(name, String::as_str);
+        if !seen.insert(name.to_string()) {
+            return;
+        }
+        let Some(d) = devices.iter().find(|d| d.name == name) else {
+            warnings.push(format!(
+                "{name}: listed as a lower device but not found under block/"
+            ));
+            return;
+        };
+        let lower: &[String] = if !d.paths.is_empty() {
+            &d.paths
+        } else {
+            &d.slaves
+        };
+        if lower.is_empty() {
+            if !out.contains(&d.name) {
+                out.push(d.name.clone());
+            }
+            return;
+        }
+        for l in lower {
+            walk(devices, partitions, l, seen, out, warnings);
+        }
+    }
+    let mut out = Vec::new();
+    walk(
+        devices,
+        partitions,
+        name,
+        &mut BTreeSet::new(),
+        &mut out,
+        warnings,
+    );
+    out.sort_by(|a, b| natural_cmp(a, b));
+    out
+}
+
+fn exclusion(d: &Device) -> Option<String> {
+    if d.kind == Kind::NvmePath {
+        return Some(match &d.head {
+            Some(h) => format!("hidden NVMe multipath path of {h}"),
+            None => "hidden NVMe multipath path".to_string(),
+        });
+    }
+    if d.name.starts_with("ram") && d.kind == Kind::BioBased {
+        return Some("RAM disk".to_string());
+    }
+    if d.size_bytes == 0 {
+        return Some("empty (size 0)".to_string());
+    }
+    None
+}
+
+fn is_nvme_path_name(name: &str) -> bool {
+    // nvme<subsys>c<ctrl>n<ns>
+    let Some(rest) = name.strip_prefix("nvme") else {
+        return false;
+    };
+    let Some((a, rest)) = rest.split_once('c') else {
+        return false;
+    };
+    let Some((b, c)) = rest.split_once('n') else {
+        return false;
+    };
+    [a, b, c]
+        .iter()
+        .all(|p| !p.is_empty() && p.bytes().all(|x| x.is_ascii_digit()))
+}
+
+pub fn is_pci_address(c: &str) -> bool {
+    let b = c.as_bytes();
+    b.len() == 12
+        && b[4] == b':'
+        && b[7] == b':'
+        && b[10] == b'.'
+        && c.char_indices()
+            .all(|(i, ch)| matches!(i, 4 | 7 | 10) || ch.is_ascii_hexdigit())
+}
+
+fn transport_of(syspath: &str, kind: Kind) -> Transport {
+    if kind == Kind::NvmeHead {
+        return Transport::Nvme;
+    }
+    let parts: Vec<&str> = syspath.split('/').collect();
+    let any = |f: &dyn Fn(&str) -> bool| parts.iter().any(|p| f(p));
+    let numbered = |p: &str, prefix: &str| {
+        p.strip_prefix(prefix)
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    };
+    if any(&|p| p == "nvme" || p == "nvme-fabrics") {
+        Transport::Nvme
+    } else if any(&|p| numbered(p, "usb")) {
+        Transport::Usb
+    } else if any(&|p| numbered(p, "ata")) {
+        Transport::Sata
+    } else if any(&|p| {
+        p.starts_with("end_device-") || p.starts_with("port-") || p.starts_with("expander-")
+    }) {
+        Transport::Sas
+    } else if any(&|p| p == "mmc_host") {
+        Transport::Mmc
+    } else if any(&|p| p.starts_with("target") && p.contains(':')) {
+        Transport::Scsi
+    } else if any(&|p| numbered(p, "virtio")) {
+        Transport::Virtio
+    } else if syspath.starts_with("devices/virtual/") {
+        Transport::Virtual
+    } else {
+        Transport::Unknown
+    }
+}
+
+fn nearest_driver(sysfs: &Sysfs, device_path: &str) -> Option<String> {
+    let mut p = device_path;
+    loop {
+        if let Some(d) = sysfs.link_name(&format!("{p}/driver")) {
+            return Some(d);
+        }
+        p = p.rsplit_once('/')?.0;
+        if !p.contains('/') {
+            return None;
+        }
+    }
+}
+
+/// SCSI unit serial number VPD page: a 4-byte header, then the serial.
+fn vpd_serial(sysfs: &Sysfs, rel: &str) -> Option<String> {
+    let raw = std::fs::read(sysfs.path(rel)).ok()?;
+    if raw.len() < 4 || raw[1] != 0x80 {
+        return None;
+    }
+    let len = usize::from(raw[3]).min(raw.len() - 4);
+    let s = String::from_utf8_lossy(&raw[4..4 + len]).trim().to_string();
+    (!s.is_empty()).then_some(s)
+}
+
+/// udev's `\x20`-style escapes in *_ENC properties.
+fn decode_udev(s: &str) -> String {
+    let mut out = Vec::new();
+    let b = s.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1] == b'x' {
+            if let Ok(v) = u8::from_str_radix(&s[i + 2..i + 4], 16) {
+                out.push(v);
+                i += 4;
+                continue;
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transport_follows_the_device_ancestry() {
+        let t = |p| transport_of(p, Kind::Disk);
+        assert_eq!(
+            t("devices/pci0000:00/0000:00:04.0/nvme/nvme0/nvme0n1"),
+            Transport::Nvme
+        );
+        assert_eq!(
+            t("devices/pci0000:00/0000:00:1f.2/ata1/host0/target0:0:0/0:0:0:0/block/sda"),
+            Transport::Sata
+        );
+        assert_eq!(
+            t(
+                "devices/pci0000:00/0000:00:14.0/usb2/2-1/2-1:1.0/host6/target6:0:0/6:0:0:0/block/sdb"
+            ),
+            Transport::Usb
+        );
+        assert_eq!(
+            t(
+                "devices/pci0000:00/0000:03:00.0/host2/port-2:0/end_device-2:0/target2:0:0/2:0:0:0/block/sdc"
+            ),
+            Transport::Sas
+        );
+        assert_eq!(
+            t("devices/pci0000:00/0000:00:02.0/virtio1/block/vda"),
+            Transport::Virtio
+        );
+        assert_eq!(
+            t("devices/pci0000:00/0000:00:03.0/virtio2/host0/target0:0:0/0:0:0:0/block/sda"),
+            Transport::Scsi
+        );
+        assert_eq!(t("devices/virtual/block/loop0"), Transport::Virtual);
+        assert_eq!(
+            t("devices/platform/soc/mmc_host/mmc0/mmc0:0001/block/mmcblk0"),
+            Transport::Mmc
+        );
+    }
+
+    #[test]
+    fn names_and_escapes() {
+        assert!(is_nvme_path_name("nvme0c1n1"));
+        assert!(!is_nvme_path_name("nvme0n1"));
+        assert!(is_pci_address("0000:00:1f.2"));
+        assert!(!is_pci_address("0000:00:1f"));
+        assert_eq!(decode_udev("Samsung\\x20SSD"), "Samsung SSD");
+    }
+}

@@ -1,0 +1,189 @@
+//! CPU idle-state tables and CPU lists, and the "auto" limit choice.
+
+use crate::sysfs::{Sysfs, natural_cmp};
+use serde::Serialize;
+
+/// The generic "shallow enough" bound used when no state is named C1E.
+pub const AUTO_MAX_EXIT_US: u64 = 20;
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct IdleState {
+    pub index: u32,
+    pub name: String,
+    /// Exit latency in microseconds.
+    pub latency_us: u64,
+    /// Target residency in microseconds.
+    pub residency_us: u64,
+    pub disabled: bool,
+    pub usage: u64,
+    pub time_us: u64,
+}
+
+/// The idle states of one CPU in index order; empty when no cpuidle driver.
+pub fn cpu_states(sysfs: &Sysfs, cpu: u32) -> Vec<IdleState> {
+    let dir = format!("devices/system/cpu/cpu{cpu}/cpuidle");
+    let mut states: Vec<IdleState> = sysfs
+        .list(&dir)
+        .into_iter()
+        .filter_map(|entry| {
+            let index: u32 = entry.strip_prefix("state")?.parse().ok()?;
+            let base = format!("{dir}/{entry}");
+            let num = |attr: &str| {
+                sysfs
+                    .attr(&format!("{base}/{attr}"))
+                    .and_then(|v| v.parse::<u64>().ok())
+            };
+            Some(IdleState {
+                index,
+                name: sysfs.attr(&format!("{base}/name")).unwrap_or_default(),
+                latency_us: num("latency")?,
+                residency_us: num("residency").unwrap_or(0),
+                disabled: num("disable").unwrap_or(0) != 0,
+                usage: num("usage").unwrap_or(0),
+                time_us: num("time").unwrap_or(0),
+            })
+        })
+        .collect();
+    states.sort_by_key(|s| s.index);
+    states
+}
+
+/// The exit latency "auto" stands for on one CPU: the deepest enabled state
+/// no deeper than C1E, or, without a C1E, the deepest enabled state whose
+/// exit latency is at most `AUTO_MAX_EXIT_US`. `None` when there is no table.
+pub fn auto_choice(states: &[IdleState]) -> Option<&IdleState> {
+    let enabled = || states.iter().filter(|s| !s.disabled);
+    if let Some(c1e) = states
+        .iter()
+        .position(|s| s.name.eq_ignore_ascii_case("C1E"))
+    {
+        if let Some(s) = enabled().filter(|s| s.index <= states[c1e].index).last() {
+            return Some(s);
+        }
+    }
+    enabled()
+        .filter(|s| s.latency_us <= AUTO_MAX_EXIT_US)
+        .max_by_key(|s| (s.latency_us, s.index))
+}
+
+/// Parse a CPU list as blk-mq prints it ("0, 1, 2") or as cpulist does ("0-3,8").
+pub fn parse_cpu_list(text: &str) -> Option<Vec<u32>> {
+    let mut cpus = Vec::new();
+    for part in text.split([',', ' ', '\n']).filter(|p| !p.is_empty()) {
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b): (u32, u32) = (a.parse().ok()?, b.parse().ok()?);
+                if b < a || b - a > 65536 {
+                    return None;
+                }
+                cpus.extend(a..=b);
+            }
+            None => cpus.push(part.parse().ok()?),
+        }
+    }
+    cpus.sort_unstable();
+    cpus.dedup();
+    Some(cpus)
+}
+
+/// Every CPU the system knows about (`devices/system/cpu/cpuN`).
+pub fn all_cpus(sysfs: &Sysfs) -> Vec<u32> {
+    let mut cpus: Vec<u32> = sysfs
+        .list("devices/system/cpu")
+        .iter()
+        .filter_map(|n| n.strip_prefix("cpu")?.parse().ok())
+        .collect();
+    cpus.sort_unstable();
+    cpus
+}
+
+pub fn cpu_resume_latency_path(cpu: u32) -> String {
+    format!("devices/system/cpu/cpu{cpu}/power/pm_qos_resume_latency_us")
+}
+
+/// Format a CPU set compactly: 0-3,8.
+pub fn format_cpus(cpus: &[u32]) -> String {
+    let mut sorted = cpus.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < sorted.len() {
+        let mut j = i;
+        while j + 1 < sorted.len() && sorted[j + 1] == sorted[j] + 1 {
+            j += 1;
+        }
+        out.push(if i == j {
+            sorted[i].to_string()
+        } else {
+            format!("{}-{}", sorted[i], sorted[j])
+        });
+        i = j + 1;
+    }
+    out.join(",")
+}
+
+/// Sort helper shared by callers that list cpuN-like names.
+pub fn sort_names(names: &mut [String]) {
+    names.sort_by(|a, b| natural_cmp(a, b));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn st(index: u32, name: &str, latency_us: u64, disabled: bool) -> IdleState {
+        IdleState {
+            index,
+            name: name.into(),
+            latency_us,
+            residency_us: latency_us * 3,
+            disabled,
+            usage: 0,
+            time_us: 0,
+        }
+    }
+
+    #[test]
+    fn auto_picks_c1e_on_intel_tables() {
+        let t = [
+            st(0, "POLL", 0, false),
+            st(1, "C1", 1, false),
+            st(2, "C1E", 4, false),
+            st(3, "C6", 170, false),
+        ];
+        assert_eq!(auto_choice(&t).unwrap().name, "C1E");
+    }
+
+    #[test]
+    fn auto_skips_disabled_states() {
+        let t = [
+            st(0, "POLL", 0, false),
+            st(1, "C1", 1, false),
+            st(2, "C1E", 4, true),
+            st(3, "C6", 170, false),
+        ];
+        assert_eq!(auto_choice(&t).unwrap().name, "C1");
+    }
+
+    #[test]
+    fn auto_uses_the_latency_bound_without_c1e() {
+        let t = [
+            st(0, "POLL", 0, false),
+            st(1, "C1", 2, false),
+            st(2, "C2", 18, false),
+            st(3, "C3", 150, false),
+        ];
+        assert_eq!(auto_choice(&t).unwrap().latency_us, 18);
+        assert!(auto_choice(&[]).is_none());
+    }
+
+    #[test]
+    fn cpu_lists_in_both_kernel_formats() {
+        assert_eq!(parse_cpu_list("0, 1, 2").unwrap(), [0, 1, 2]);
+        assert_eq!(parse_cpu_list("0-2,8\n").unwrap(), [0, 1, 2, 8]);
+        assert!(parse_cpu_list("x").is_none());
+        assert!(parse_cpu_list("3-1").is_none());
+        assert_eq!(format_cpus(&[8, 0, 1, 2, 4]), "0-2,4,8");
+    }
+}

@@ -1,0 +1,18 @@
+//! blkqos: per-device, time-limited CPU idle-latency constraints for block
+//! devices. The pipeline: discover -> profile/match -> plan -> apply.
+
+pub mod apply;
+pub mod backend;
+pub mod cli;
+pub mod commands;
+pub mod discover;
+pub mod error;
+pub mod fixture;
+pub mod idle;
+pub mod matcher;
+pub mod plan;
+pub mod profile;
+pub mod report;
+pub mod state;
+pub mod sysfs;
+mod udevdb;

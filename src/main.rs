@@ -1,0 +1,47 @@
+use blkqos::cli::{Cli, Command};
+use blkqos::commands::{self, Ctx};
+use blkqos::report::Style;
+use blkqos::state::StateDir;
+use blkqos::sysfs::Sysfs;
+use clap::Parser;
+use std::io::Write;
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let ctx = Ctx {
+        sysfs: Sysfs::new(&cli.sysfs),
+        state: StateDir::new(&cli.state_dir),
+        style: Style::detect(),
+    };
+    let mut out = String::new();
+    let result = match &cli.command {
+        Command::List { json } => commands::list(&ctx, *json, &mut out),
+        Command::Check { profile } => commands::check(profile, &mut out),
+        Command::Apply {
+            profile,
+            dry_run,
+            json,
+            devices,
+        } => commands::apply(&ctx, profile, *dry_run, *json, devices, &mut out),
+        Command::Verify { profile, json } => commands::verify(&ctx, profile, *json, &mut out),
+        Command::Restore { json, devices } => commands::restore(&ctx, *json, devices, &mut out),
+        Command::Status { json } => commands::status(&ctx, *json, &mut out),
+        Command::Explain { profile, device } => commands::explain(&ctx, profile, device, &mut out),
+    };
+    // A closed pipe (`blkqos list | head`) is a normal end, not an error.
+    let printed = std::io::stdout().lock().write_all(out.as_bytes());
+    if printed
+        .as_ref()
+        .is_err_and(|e| e.kind() != std::io::ErrorKind::BrokenPipe)
+    {
+        return ExitCode::from(blkqos::error::EXIT_FAILED);
+    }
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("blkqos: error: {e}");
+            ExitCode::from(e.exit_code())
+        }
+    }
+}

@@ -1,0 +1,383 @@
+//! Desired state versus current state: what `apply` would write.
+//!
+//! Each visible device is owned by the first rule that matches it. A rule's
+//! limit lands on the request queues the device resolves to; when several
+//! devices land on one queue (or one CPU, for the static fallback) the
+//! strictest request wins, as PM QoS aggregates: lowest limit, longest timeout.
+
+use crate::backend::{Abi, knobs, resume};
+use crate::discover::{Device, Inventory};
+use crate::idle::{self, AUTO_MAX_EXIT_US, format_cpus};
+use crate::profile::{Fallback, Limit, Profile};
+use crate::sysfs::{Sysfs, is_vanished};
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Change {
+    /// Relative to the sysfs root.
+    pub path: String,
+    pub before: String,
+    pub after: String,
+    /// Devices whose settings produced this value (for restore --device).
+    #[serde(skip)]
+    pub owners: BTreeSet<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct DevicePlan {
+    pub name: String,
+    pub rule: Option<String>,
+    pub targets: Vec<String>,
+    /// How each target is constrained: queue, disk, cpu-resume-latency, none.
+    pub backend: BTreeMap<String, String>,
+    /// The requested limit ("auto" shows what it resolved to).
+    pub limit: Option<String>,
+    /// How "auto" was resolved, per target.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub auto: Vec<String>,
+    pub timeout_ms: Option<u64>,
+    pub changes: Vec<Change>,
+}
+
+#[derive(Debug, Default, Serialize)]
+pub struct Plan {
+    pub devices: Vec<DevicePlan>,
+    pub warnings: Vec<String>,
+}
+
+impl Plan {
+    pub fn changes(&self) -> impl Iterator<Item = &Change> {
+        self.devices.iter().flat_map(|d| d.changes.iter())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.changes().next().is_none()
+    }
+}
+
+/// One device's request on one target queue.
+#[derive(Debug, Clone)]
+struct Request {
+    device: String,
+    limit: Option<u64>,
+    timeout_ms: u64,
+    fallback: Fallback,
+}
+
+/// A value to hold at a path, and which devices asked for it.
+struct Desired {
+    value: String,
+    owner: String,
+    subjects: BTreeSet<String>,
+}
+
+/// The rule that owns a device, if any: the first whose match holds.
+pub fn owning_rule<'p>(profile: &'p Profile, d: &Device) -> Option<&'p crate::profile::Rule> {
+    profile.rules.iter().find(|r| r.matcher.matches(d))
+}
+
+/// The limit "auto" means for the CPUs that serve a queue: the strictest
+/// per-CPU choice; `None` when no CPU has an idle-state table.
+pub fn auto_limit(sysfs: &Sysfs, cpus: &[u32]) -> Option<(u64, String)> {
+    cpus.iter()
+        .filter_map(|&c| {
+            idle::auto_choice(&idle::cpu_states(sysfs, c)).map(|s| (s.latency_us, s.name.clone()))
+        })
+        .min_by_key(|(lat, _)| *lat)
+}
+
+pub fn build(
+    profile: &Profile,
+    inv: &Inventory,
+    sysfs: &Sysfs,
+    only: &[String],
+) -> Result<Plan, PlanError> {
+    let mut warnings = Vec::new();
+    let mut devices: Vec<DevicePlan> = Vec::new();
+    let mut requests: BTreeMap<String, Vec<Request>> = BTreeMap::new();
+    let mut desired: BTreeMap<String, Desired> = BTreeMap::new();
+    let mut auto_cache: BTreeMap<String, (u64, String)> = BTreeMap::new();
+
+    for d in inv.visible() {
+        let rule = owning_rule(profile, d);
+        let mut dp = DevicePlan {
+            name: d.name.clone(),
+            rule: rule.map(|r| r.name.clone()),
+            targets: d.targets.clone(),
+            backend: BTreeMap::new(),
+            limit: None,
+            auto: Vec::new(),
+            timeout_ms: None,
+            changes: Vec::new(),
+        };
+        let Some(rule) = rule else {
+            devices.push(dp);
+            continue;
+        };
+        let eff = profile.effective(rule);
+        if let Some(limit) = eff.limit {
+            let mut resolved = BTreeSet::new();
+            for t in &d.targets {
+                let Some(td) = inv.get(t) else { continue };
+                let us = match limit {
+                    Limit::Off => None,
+                    Limit::Us(n) => Some(n),
+                    Limit::Auto => {
+                        let key = format_cpus(&td.cpus);
+                        let (us, why) = auto_cache
+                            .entry(key.clone())
+                            .or_insert_with(|| match auto_limit(sysfs, &td.cpus) {
+                                Some((us, name)) => (us, format!("{name} on CPUs {key}")),
+                                None => (
+                                    AUTO_MAX_EXIT_US,
+                                    "no idle-state table; generic bound".into(),
+                                ),
+                            })
+                            .clone();
+                        dp.auto.push(format!("{t}: {us} us ({why})"));
+                        resolved.insert(us);
+                        Some(us)
+                    }
+                };
+                requests.entry(t.clone()).or_default().push(Request {
+                    device: d.name.clone(),
+                    limit: us,
+                    timeout_ms: eff.timeout_ms,
+                    fallback: eff.fallback,
+                });
+            }
+            let shown: Vec<String> = resolved.iter().map(|us| format!("{us} us")).collect();
+            dp.limit = Some(if shown.is_empty() {
+                limit.to_string()
+            } else {
+                format!("auto ({})", shown.join(", "))
+            });
+            dp.timeout_ms = (limit != Limit::Off).then_some(eff.timeout_ms);
+        }
+        for (attr, value) in &rule.queue {
+            let path = format!("block/{}/queue/{attr}", d.name);
+            if sysfs.exists(&path) {
+                desired.insert(
+                    path,
+                    Desired {
+                        value: value.clone(),
+                        owner: d.name.clone(),
+                        subjects: BTreeSet::from([d.name.clone()]),
+                    },
+                );
+            } else {
+                warnings.push(format!(
+                    "{}: rule {:?} sets queue/{attr}, which this device does not have; skipped",
+                    d.name, rule.name
+                ));
+            }
+        }
+        devices.push(dp);
+    }
+
+    // Per-CPU requests for the static fallback: (limit, owner, subjects).
+    let mut cpu_requests: BTreeMap<u32, (Option<u64>, String, BTreeSet<String>)> = BTreeMap::new();
+    let mut backends: Vec<(String, String, String)> = Vec::new();
+    for (target, reqs) in &requests {
+        let Some(td) = inv.get(target) else { continue };
+        let winner = strictest(reqs);
+        let timeout = reqs
+            .iter()
+            .filter(|r| r.limit.is_some())
+            .map(|r| r.timeout_ms)
+            .max();
+        let mut subjects: BTreeSet<String> = reqs.iter().map(|r| r.device.clone()).collect();
+        subjects.insert(target.clone());
+        let backend = match td.abi {
+            Abi::Queue | Abi::Disk => {
+                desired.insert(
+                    knobs::limit_path(td.abi, target),
+                    Desired {
+                        value: knobs::encode_limit(winner.limit),
+                        owner: winner.device.clone(),
+                        subjects: subjects.clone(),
+                    },
+                );
+                if let Some(ms) = timeout {
+                    desired.insert(
+                        knobs::timeout_path(td.abi, target),
+                        Desired {
+                            value: ms.to_string(),
+                            owner: winner.device.clone(),
+                            subjects,
+                        },
+                    );
+                }
+                td.abi.describe().to_string()
+            }
+            Abi::None if winner.fallback == Fallback::CpuResumeLatency => {
+                if td.cpus.is_empty() {
+                    warnings.push(format!(
+                        "{target}: no hardware queues (bio-based), no CPUs to constrain"
+                    ));
+                    "none".to_string()
+                } else {
+                    for &cpu in &td.cpus {
+                        let entry = cpu_requests.entry(cpu).or_insert_with(|| {
+                            (winner.limit, winner.device.clone(), BTreeSet::new())
+                        });
+                        let merged = resume::strictest(entry.0, winner.limit);
+                        if merged != entry.0 {
+                            entry.1 = winner.device.clone();
+                        }
+                        entry.0 = merged;
+                        entry.2.extend(subjects.iter().cloned());
+                    }
+                    "cpu-resume-latency (static, no timeout)".to_string()
+                }
+            }
+            Abi::None => {
+                if winner.limit.is_some() {
+                    warnings.push(format!(
+                        "{target}: kernel has no cpu_lat_limit_us knob; not constrained (set fallback = \"cpu-resume-latency\" for a static per-CPU limit)"
+                    ));
+                }
+                "none".to_string()
+            }
+        };
+        for r in reqs {
+            backends.push((r.device.clone(), target.clone(), backend.clone()));
+        }
+    }
+    for (cpu, (limit, owner, subjects)) in cpu_requests {
+        desired.insert(
+            idle::cpu_resume_latency_path(cpu),
+            Desired {
+                value: resume::encode(limit),
+                owner,
+                subjects,
+            },
+        );
+    }
+    for (dev, target, backend) in backends {
+        if let Some(dp) = devices.iter_mut().find(|p| p.name == dev) {
+            dp.backend.insert(target, backend);
+        }
+    }
+
+    let scope = scope(inv, only)?;
+    for (path, want) in desired {
+        if let Some(s) = &scope {
+            if want.subjects.is_disjoint(s) {
+                continue;
+            }
+        }
+        let current = match sysfs.read(&path) {
+            Ok(v) => v,
+            Err(e) if is_vanished(&e) => {
+                warnings.push(format!("{path}: vanished while planning; skipped"));
+                continue;
+            }
+            Err(e) => return Err(PlanError::Read { path, source: e }),
+        };
+        if same_value(&path, &current, &want.value) {
+            continue;
+        }
+        let change = Change {
+            path,
+            before: current,
+            after: want.value,
+            owners: want.subjects,
+        };
+        if let Some(dp) = devices.iter_mut().find(|p| p.name == want.owner) {
+            dp.changes.push(change);
+        }
+    }
+    if let Some(s) = &scope {
+        devices.retain(|d| s.contains(&d.name) || !d.changes.is_empty());
+    }
+    Ok(Plan { devices, warnings })
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    #[error("no block device named {0:?}")]
+    NoSuchDevice(String),
+    #[error("{path}: cannot read: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+}
+
+/// The devices `--device` names and the queues they resolve to.
+fn scope(inv: &Inventory, only: &[String]) -> Result<Option<BTreeSet<String>>, PlanError> {
+    if only.is_empty() {
+        return Ok(None);
+    }
+    let mut s = BTreeSet::new();
+    for name in only {
+        let d = inv
+            .get(name)
+            .ok_or_else(|| PlanError::NoSuchDevice(name.clone()))?;
+        s.insert(d.name.clone());
+        s.extend(d.targets.iter().cloned());
+    }
+    Ok(Some(s))
+}
+
+/// The strictest request: the lowest limit (off counts as no limit), first wins ties.
+fn strictest(reqs: &[Request]) -> &Request {
+    reqs.iter()
+        .reduce(|best, r| match (best.limit, r.limit) {
+            (None, Some(_)) => r,
+            (Some(b), Some(x)) if x < b => r,
+            _ => best,
+        })
+        .unwrap_or_else(|| unreachable!("a target is only recorded with at least one request"))
+}
+
+/// Compare a live value with a desired one the way the kernel reports it:
+/// `scheduler` shows the choice in brackets among the others.
+pub fn same_value(path: &str, current: &str, want: &str) -> bool {
+    if path.ends_with("/queue/scheduler") {
+        let selected = current
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix('[').and_then(|w| w.strip_suffix(']')))
+            .unwrap_or(current.trim());
+        return selected == want.trim();
+    }
+    current.trim() == want.trim()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_selected_scheduler_is_the_bracketed_one() {
+        assert!(same_value(
+            "block/sda/queue/scheduler",
+            "none [mq-deadline] kyber",
+            "mq-deadline"
+        ));
+        assert!(!same_value(
+            "block/sda/queue/scheduler",
+            "[none] mq-deadline",
+            "mq-deadline"
+        ));
+        assert!(same_value("block/sda/queue/read_ahead_kb", "128", "128"));
+    }
+
+    #[test]
+    fn strictest_prefers_any_limit_over_off_then_the_lowest() {
+        let r = |device: &str, limit| Request {
+            device: device.into(),
+            limit,
+            timeout_ms: 3,
+            fallback: Fallback::None,
+        };
+        assert_eq!(
+            strictest(&[r("a", None), r("b", Some(20)), r("c", Some(5))]).device,
+            "c"
+        );
+        assert_eq!(strictest(&[r("a", Some(5)), r("b", Some(5))]).device, "a");
+        assert_eq!(strictest(&[r("a", None), r("b", None)]).device, "a");
+    }
+}

@@ -1,0 +1,544 @@
+//! The TOML profile: parsing and validation. Every error names the file, the
+//! line and column, and what was expected; an invalid profile yields no
+//! `Profile`, so nothing can be written from it.
+
+use crate::backend::knobs::{LIMIT_MAX_US, TIMEOUT_DEFAULT_MS, TIMEOUT_MAX_MS, TIMEOUT_MIN_MS};
+use crate::discover::Transport;
+use crate::matcher::{Globs, Matcher};
+use regex::Regex;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use toml::{Spanned, Value};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ProfileError {
+    #[error("{}: cannot read profile: {source}", file.display())]
+    Read {
+        file: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{}:{line}:{column}: {message}", file.display())]
+    Invalid {
+        file: PathBuf,
+        line: usize,
+        column: usize,
+        message: String,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Limit {
+    /// Explicitly unconstrained (-1).
+    Off,
+    /// States with exit latency <= N us.
+    Us(u64),
+    /// Chosen from the serving CPUs' idle-state table.
+    Auto,
+}
+
+impl fmt::Display for Limit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Limit::Off => f.write_str("off"),
+            Limit::Us(n) => write!(f, "{n} us"),
+            Limit::Auto => f.write_str("auto"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Fallback {
+    None,
+    CpuResumeLatency,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Settings {
+    pub limit: Option<Limit>,
+    pub timeout_ms: Option<u64>,
+    pub fallback: Option<Fallback>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Rule {
+    pub name: String,
+    pub matcher: Matcher,
+    pub settings: Settings,
+    /// Other queue attributes, written as given.
+    pub queue: Vec<(String, String)>,
+}
+
+/// What a rule asks for once the defaults are filled in.
+#[derive(Debug, Clone, Copy)]
+pub struct Effective {
+    pub limit: Option<Limit>,
+    pub timeout_ms: u64,
+    pub fallback: Fallback,
+}
+
+#[derive(Debug, Clone)]
+pub struct Profile {
+    pub path: PathBuf,
+    pub defaults: Settings,
+    pub rules: Vec<Rule>,
+}
+
+impl Profile {
+    pub fn load(path: &Path) -> Result<Profile, ProfileError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ProfileError::Read {
+            file: path.to_path_buf(),
+            source,
+        })?;
+        Profile::parse(path, &text)
+    }
+
+    pub fn parse(path: &Path, text: &str) -> Result<Profile, ProfileError> {
+        let err = |span: Range<usize>, message: String| {
+            let (line, column) = line_col(text, span.start);
+            ProfileError::Invalid {
+                file: path.to_path_buf(),
+                line,
+                column,
+                message,
+            }
+        };
+        let raw: RawProfile = toml::from_str(text).map_err(|e| {
+            err(
+                e.span().unwrap_or(0..0),
+                e.message().trim().replace('\n', "; "),
+            )
+        })?;
+        let defaults = match raw.defaults {
+            Some(d) => settings(&d.cpu_lat_limit_us, &d.cpu_lat_timeout_ms, &d.fallback)
+                .map_err(|(s, m)| err(s, m))?,
+            None => Settings::default(),
+        };
+        let mut rules: Vec<Rule> = Vec::new();
+        for r in raw.rule {
+            let rule = rule(r, &rules).map_err(|(s, m)| err(s, m))?;
+            rules.push(rule);
+        }
+        Ok(Profile {
+            path: path.to_path_buf(),
+            defaults,
+            rules,
+        })
+    }
+
+    pub fn effective(&self, rule: &Rule) -> Effective {
+        Effective {
+            limit: rule.settings.limit.or(self.defaults.limit),
+            timeout_ms: rule
+                .settings
+                .timeout_ms
+                .or(self.defaults.timeout_ms)
+                .unwrap_or(TIMEOUT_DEFAULT_MS),
+            fallback: rule
+                .settings
+                .fallback
+                .or(self.defaults.fallback)
+                .unwrap_or(Fallback::None),
+        }
+    }
+}
+
+type Fail = (Range<usize>, String);
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawProfile {
+    defaults: Option<RawDefaults>,
+    #[serde(default)]
+    rule: Vec<RawRule>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDefaults {
+    cpu_lat_limit_us: Option<Spanned<Value>>,
+    cpu_lat_timeout_ms: Option<Spanned<Value>>,
+    fallback: Option<Spanned<Value>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRule {
+    name: Spanned<String>,
+    #[serde(rename = "match")]
+    matcher: Option<RawMatch>,
+    cpu_lat_limit_us: Option<Spanned<Value>>,
+    cpu_lat_timeout_ms: Option<Spanned<Value>>,
+    fallback: Option<Spanned<Value>>,
+    queue: Option<BTreeMap<String, Spanned<Value>>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawMatch {
+    name: Option<Spanned<Value>>,
+    model: Option<Spanned<Value>>,
+    serial: Option<Spanned<Value>>,
+    wwid: Option<Spanned<Value>>,
+    driver: Option<Spanned<Value>>,
+    pci: Option<Spanned<Value>>,
+    transport: Option<Spanned<Value>>,
+    rotational: Option<bool>,
+    removable: Option<bool>,
+    property: Option<BTreeMap<String, Spanned<String>>>,
+}
+
+fn settings(
+    limit: &Option<Spanned<Value>>,
+    timeout: &Option<Spanned<Value>>,
+    fallback: &Option<Spanned<Value>>,
+) -> Result<Settings, Fail> {
+    Ok(Settings {
+        limit: limit.as_ref().map(parse_limit).transpose()?,
+        timeout_ms: timeout.as_ref().map(parse_timeout).transpose()?,
+        fallback: fallback.as_ref().map(parse_fallback).transpose()?,
+    })
+}
+
+fn rule(r: RawRule, earlier: &[Rule]) -> Result<Rule, Fail> {
+    let name = r.name.get_ref().trim().to_string();
+    if name.is_empty() {
+        return Err((r.name.span(), "rule name must not be empty".into()));
+    }
+    if earlier.iter().any(|e| e.name == name) {
+        return Err((r.name.span(), format!("duplicate rule name {name:?}")));
+    }
+    let matcher = match r.matcher {
+        Some(m) => matcher(m)?,
+        None => Matcher::default(),
+    };
+    let mut queue = Vec::new();
+    for (attr, value) in r.queue.unwrap_or_default() {
+        let valid_name = !attr.is_empty()
+            && attr
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+        if !valid_name {
+            return Err((
+                value.span(),
+                format!("queue attribute name {attr:?} is not a sysfs attribute name"),
+            ));
+        }
+        if attr.starts_with("cpu_lat_") {
+            return Err((
+                value.span(),
+                format!("set {attr} in the rule itself, not in [rule.queue]"),
+            ));
+        }
+        let text = match value.get_ref() {
+            Value::Integer(i) => i.to_string(),
+            Value::String(s) if !s.is_empty() && !s.contains('\n') => s.clone(),
+            other => {
+                return Err((
+                    value.span(),
+                    format!(
+                        "queue.{attr}: expected an integer or a one-line string, found {}",
+                        describe(other)
+                    ),
+                ));
+            }
+        };
+        queue.push((attr, text));
+    }
+    Ok(Rule {
+        name,
+        matcher,
+        settings: settings(&r.cpu_lat_limit_us, &r.cpu_lat_timeout_ms, &r.fallback)?,
+        queue,
+    })
+}
+
+fn matcher(m: RawMatch) -> Result<Matcher, Fail> {
+    let globs = |v: &Option<Spanned<Value>>, key: &str| -> Result<Option<Globs>, Fail> {
+        let Some(v) = v else { return Ok(None) };
+        let list = strings(v, key)?;
+        Globs::parse(&list)
+            .map(Some)
+            .map_err(|e| (v.span(), format!("match.{key}: {e}")))
+    };
+    let transport = match &m.transport {
+        None => None,
+        Some(v) => {
+            let mut out = Vec::new();
+            for t in strings(v, "transport")? {
+                let parsed = t.parse::<Transport>().map_err(|()| {
+                    (
+                        v.span(),
+                        format!(
+                            "match.transport: unknown transport {t:?}, expected one of {}",
+                            Transport::NAMES.join(", ")
+                        ),
+                    )
+                })?;
+                out.push(parsed);
+            }
+            Some(out)
+        }
+    };
+    let mut property = Vec::new();
+    for (key, re) in m.property.unwrap_or_default() {
+        let compiled = Regex::new(re.get_ref()).map_err(|e| {
+            (
+                re.span(),
+                format!(
+                    "match.property.{key}: invalid regex: {}",
+                    first_line(&e.to_string())
+                ),
+            )
+        })?;
+        property.push((key, compiled));
+    }
+    Ok(Matcher {
+        name: globs(&m.name, "name")?,
+        model: globs(&m.model, "model")?,
+        serial: globs(&m.serial, "serial")?,
+        wwid: globs(&m.wwid, "wwid")?,
+        driver: globs(&m.driver, "driver")?,
+        pci: globs(&m.pci, "pci")?,
+        transport,
+        rotational: m.rotational,
+        removable: m.removable,
+        property,
+    })
+}
+
+/// A string or a non-empty array of strings.
+fn strings(v: &Spanned<Value>, key: &str) -> Result<Vec<String>, Fail> {
+    let expected = || {
+        (
+            v.span(),
+            format!(
+                "match.{key}: expected a string or an array of strings, found {}",
+                describe(v.get_ref())
+            ),
+        )
+    };
+    match v.get_ref() {
+        Value::String(s) => Ok(vec![s.clone()]),
+        Value::Array(a) if !a.is_empty() => a
+            .iter()
+            .map(|x| x.as_str().map(str::to_string).ok_or_else(expected))
+            .collect(),
+        _ => Err(expected()),
+    }
+}
+
+fn parse_limit(v: &Spanned<Value>) -> Result<Limit, Fail> {
+    let expected = format!("expected an integer from 0 to {LIMIT_MAX_US}, \"off\" or \"auto\"");
+    match v.get_ref() {
+        Value::Integer(n) if *n < 0 => Err((
+            v.span(),
+            format!(
+                "cpu_lat_limit_us: {n} is negative; {expected} (use \"off\" for no constraint)"
+            ),
+        )),
+        Value::Integer(n) if *n as u64 > LIMIT_MAX_US => Err((
+            v.span(),
+            format!("cpu_lat_limit_us: {n} is out of range; {expected}"),
+        )),
+        Value::Integer(n) => Ok(Limit::Us(*n as u64)),
+        Value::String(s) if s == "off" => Ok(Limit::Off),
+        Value::String(s) if s == "auto" => Ok(Limit::Auto),
+        other => Err((
+            v.span(),
+            format!("cpu_lat_limit_us: {expected}, found {}", describe(other)),
+        )),
+    }
+}
+
+fn parse_timeout(v: &Spanned<Value>) -> Result<u64, Fail> {
+    match v.get_ref() {
+        Value::Integer(n) if (TIMEOUT_MIN_MS as i64..=TIMEOUT_MAX_MS as i64).contains(n) => {
+            Ok(*n as u64)
+        }
+        other => Err((
+            v.span(),
+            format!(
+                "cpu_lat_timeout_ms: expected an integer from {TIMEOUT_MIN_MS} to {TIMEOUT_MAX_MS} (milliseconds), found {}",
+                describe(other)
+            ),
+        )),
+    }
+}
+
+fn parse_fallback(v: &Spanned<Value>) -> Result<Fallback, Fail> {
+    match v.get_ref().as_str() {
+        Some("none") => Ok(Fallback::None),
+        Some("cpu-resume-latency") => Ok(Fallback::CpuResumeLatency),
+        _ => Err((
+            v.span(),
+            format!(
+                "fallback: expected \"none\" or \"cpu-resume-latency\", found {}",
+                describe(v.get_ref())
+            ),
+        )),
+    }
+}
+
+fn describe(v: &Value) -> String {
+    match v {
+        Value::String(s) => format!("string {s:?}"),
+        Value::Integer(i) => format!("integer {i}"),
+        Value::Float(f) => format!("float {f}"),
+        Value::Boolean(b) => format!("boolean {b}"),
+        Value::Datetime(d) => format!("datetime {d}"),
+        Value::Array(_) => "an array".to_string(),
+        Value::Table(_) => "a table".to_string(),
+    }
+}
+
+fn first_line(s: &str) -> &str {
+    s.lines().last().unwrap_or(s).trim()
+}
+
+/// 1-based line and column (in characters) of a byte offset.
+fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let offset = offset.min(text.len());
+    let before = &text[..offset];
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line, column)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Profile, ProfileError> {
+        Profile::parse(Path::new("p.toml"), text)
+    }
+
+    fn error(text: &str) -> String {
+        parse(text).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn a_full_profile_parses() {
+        let p = parse(
+            r#"
+[defaults]
+cpu_lat_timeout_ms = 5
+fallback = "cpu-resume-latency"
+
+[[rule]]
+name = "fast-nvme"
+match = { transport = "nvme", model = "SAMSUNG MZQL2*", name = ["nvme*", "!nvme9n1"] }
+cpu_lat_limit_us = "auto"
+
+[rule.queue]
+read_ahead_kb = 128
+scheduler = "none"
+
+[[rule]]
+name = "rest"
+cpu_lat_limit_us = 0
+cpu_lat_timeout_ms = 10
+match.property = { ID_BUS = "^ata$" }
+"#,
+        )
+        .unwrap();
+        assert_eq!(p.rules.len(), 2);
+        let e = p.effective(&p.rules[0]);
+        assert_eq!(e.limit, Some(Limit::Auto));
+        assert_eq!(e.timeout_ms, 5);
+        assert_eq!(e.fallback, Fallback::CpuResumeLatency);
+        assert_eq!(
+            p.rules[0].queue,
+            [
+                ("read_ahead_kb".into(), "128".into()),
+                ("scheduler".into(), "none".into())
+            ]
+        );
+        assert_eq!(p.effective(&p.rules[1]).limit, Some(Limit::Us(0)));
+        assert_eq!(p.effective(&p.rules[1]).timeout_ms, 10);
+    }
+
+    #[test]
+    fn a_typo_names_the_line_column_and_the_expected_keys() {
+        let e = error("[[rule]]\nname = \"a\"\ncpu_lat_limt_us = 10\n");
+        assert!(e.starts_with("p.toml:3:1: "), "{e}");
+        assert!(
+            e.contains("cpu_lat_limt_us") && e.contains("cpu_lat_limit_us"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn bad_values_are_rejected_with_their_position() {
+        let e = error("[[rule]]\nname = \"a\"\ncpu_lat_limit_us = -5\n");
+        assert!(
+            e.starts_with("p.toml:3:20: ") && e.contains("negative"),
+            "{e}"
+        );
+        let e = error("[[rule]]\nname = \"a\"\ncpu_lat_limit_us = 1000000\n");
+        assert!(e.contains("out of range"), "{e}");
+        let e = error("[[rule]]\nname = \"a\"\ncpu_lat_limit_us = \"fast\"\n");
+        assert!(e.contains("\"off\" or \"auto\""), "{e}");
+        let e = error("[[rule]]\nname = \"a\"\ncpu_lat_timeout_ms = 0\n");
+        assert!(
+            e.starts_with("p.toml:3:22: ") && e.contains("from 1 to"),
+            "{e}"
+        );
+        let e = error("[defaults]\ncpu_lat_timeout_ms = 2.5\n");
+        assert!(e.contains("found float 2.5"), "{e}");
+        let e = error("[defaults]\nfallback = \"static\"\n");
+        assert!(e.contains("cpu-resume-latency"), "{e}");
+    }
+
+    #[test]
+    fn bad_match_expressions_are_rejected() {
+        let e = error("[[rule]]\nname = \"a\"\nmatch = { name = \"nvme[\" }\n");
+        assert!(
+            e.starts_with("p.toml:3:18: ") && e.contains("invalid glob"),
+            "{e}"
+        );
+        let e = error("[[rule]]\nname = \"a\"\nmatch = { property = { ID_BUS = \"(\" } }\n");
+        assert!(e.contains("invalid regex"), "{e}");
+        let e = error("[[rule]]\nname = \"a\"\nmatch = { transport = \"firewire\" }\n");
+        assert!(
+            e.contains("unknown transport") && e.contains("nvme, sata"),
+            "{e}"
+        );
+        let e = error("[[rule]]\nname = \"a\"\nmatch = { rotational = \"yes\" }\n");
+        assert!(e.starts_with("p.toml:3:"), "{e}");
+        let e = error("[[rule]]\nname = \"a\"\nmatch = { colour = \"red\" }\n");
+        assert!(e.contains("colour"), "{e}");
+    }
+
+    #[test]
+    fn duplicate_and_missing_rule_names_are_rejected() {
+        let e = error("[[rule]]\nname = \"a\"\n[[rule]]\nname = \"a\"\n");
+        assert!(
+            e.starts_with("p.toml:4:8: ") && e.contains("duplicate rule name"),
+            "{e}"
+        );
+        let e = error("[[rule]]\ncpu_lat_limit_us = 3\n");
+        assert!(e.contains("name"), "{e}");
+    }
+
+    #[test]
+    fn queue_attributes_are_checked() {
+        let e = error("[[rule]]\nname = \"a\"\n[rule.queue]\ncpu_lat_limit_us = 3\n");
+        assert!(e.contains("in the rule itself"), "{e}");
+        let e = error("[[rule]]\nname = \"a\"\n[rule.queue]\nread_ahead_kb = [1]\n");
+        assert!(
+            e.contains("expected an integer or a one-line string"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn syntax_errors_have_a_position() {
+        let e = error("[[rule]\nname = \"a\"\n");
+        assert!(e.starts_with("p.toml:1:"), "{e}");
+    }
+}
