@@ -1,0 +1,108 @@
+//! Shared helpers: a fake sysfs tree plus a way to run the real binary on it.
+#![allow(dead_code)]
+
+use blkqos::backend::Abi;
+use blkqos::fixture::Fixture;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+pub struct Env {
+    _dir: tempfile::TempDir,
+    pub fx: Fixture,
+    pub state: PathBuf,
+    pub work: PathBuf,
+}
+
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {}\nstderr: {}", self.stdout, self.stderr))
+    }
+}
+
+impl Env {
+    pub fn zoo(abi: Abi) -> Env {
+        Env::with(|root| Fixture::zoo(root, abi))
+    }
+
+    pub fn with(build: impl FnOnce(&Path) -> Fixture) -> Env {
+        let dir = tempfile::tempdir().unwrap();
+        let fx = build(&dir.path().join("sys"));
+        let state = dir.path().join("run/blkqos");
+        let work = dir.path().to_path_buf();
+        Env { _dir: dir, fx, state, work }
+    }
+
+    pub fn profile(&self, name: &str, text: &str) -> PathBuf {
+        let p = self.work.join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    pub fn cmd(&self) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_blkqos"));
+        c.arg("--sysfs").arg(self.fx.root()).arg("--state-dir").arg(&self.state);
+        c.env_remove("BLKQOS_SYSFS").env_remove("BLKQOS_STATE_DIR").env("NO_COLOR", "1");
+        c
+    }
+
+    pub fn run(&self, args: &[&str]) -> Run {
+        let out: Output = self.cmd().args(args).output().unwrap();
+        Run {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    pub fn get(&self, rel: &str) -> String {
+        self.fx.get(rel)
+    }
+
+    /// Every regular file under the tree with its content: to prove nothing changed.
+    pub fn snapshot(&self) -> Vec<(PathBuf, Vec<u8>)> {
+        fn walk(p: &Path, out: &mut Vec<(PathBuf, Vec<u8>)>) {
+            for e in std::fs::read_dir(p).unwrap() {
+                let e = e.unwrap();
+                let ft = e.file_type().unwrap();
+                if ft.is_dir() {
+                    walk(&e.path(), out);
+                } else if ft.is_file() {
+                    out.push((e.path(), std::fs::read(e.path()).unwrap()));
+                }
+            }
+        }
+        let mut out = Vec::new();
+        walk(self.fx.root(), &mut out);
+        out.sort();
+        out
+    }
+}
+
+/// Paths of all changes in an apply/restore/verify JSON document.
+pub fn change_paths(doc: &Value) -> Vec<String> {
+    let mut v: Vec<String> = doc["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|d| d["changes"].as_array().unwrap().iter().map(|c| c["path"].as_str().unwrap().to_string()))
+        .collect();
+    v.sort();
+    v
+}
+
+pub const NVME_AUTO: &str = r#"
+[defaults]
+cpu_lat_timeout_ms = 3
+
+[[rule]]
+name = "nvme"
+match = { transport = "nvme" }
+cpu_lat_limit_us = "auto"
+"#;

@@ -1,0 +1,115 @@
+//! `list` and resolution on trees laid out like Linux 6.12.
+
+mod common;
+use blkqos::backend::Abi;
+use common::Env;
+use serde_json::Value;
+
+fn device<'a>(doc: &'a Value, name: &str) -> &'a Value {
+    doc["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["name"] == name)
+        .unwrap_or_else(|| panic!("{name} not listed"))
+}
+
+#[test]
+fn list_shows_whole_disks_with_identity_and_transport() {
+    let env = Env::zoo(Abi::Queue);
+    let r = env.run(&["list", "--json"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let doc = r.json();
+    assert_eq!(doc["schema"], 1);
+    let names: Vec<&str> = doc["devices"].as_array().unwrap().iter().map(|d| d["name"].as_str().unwrap()).collect();
+    assert!(!names.contains(&"sda1"), "partitions are not disks: {names:?}");
+    let nvme = device(&doc, "nvme0n1");
+    assert_eq!(nvme["transport"], "nvme");
+    assert_eq!(nvme["model"], "SAMSUNG MZQL21T9HCJR-00A07", "trailing blanks trimmed");
+    assert_eq!(nvme["serial"], "S64GNE0R100001");
+    assert_eq!(nvme["driver"], "nvme");
+    assert_eq!(nvme["abi"], "queue");
+    assert_eq!(nvme["cpu_lat_limit_us"], "-1");
+    assert_eq!(nvme["pci"][0].as_str().unwrap().len(), 12);
+    let sda = device(&doc, "sda");
+    assert_eq!(sda["transport"], "sata");
+    assert_eq!(sda["model"], "Samsung SSD 870");
+    assert_eq!(sda["serial"], "S5STNF0T000000", "serial from VPD page 0x80");
+    assert_eq!(sda["driver"], "sd");
+    assert_eq!(device(&doc, "sdb")["rotational"], true);
+    assert_eq!(device(&doc, "sdc")["transport"], "sas");
+    assert_eq!(device(&doc, "sdd")["transport"], "usb");
+    assert_eq!(device(&doc, "sdd")["removable"], true);
+    assert_eq!(device(&doc, "vda")["transport"], "virtio");
+    assert_eq!(device(&doc, "vda")["driver"], "virtio_blk");
+    assert_eq!(device(&doc, "loop0")["transport"], "virtual");
+    assert_eq!(device(&doc, "zram0")["kind"], "bio-based");
+    assert_eq!(device(&doc, "zram0")["abi"], "none");
+}
+
+#[test]
+fn hidden_paths_and_empty_devices_are_listed_with_the_reason() {
+    let env = Env::zoo(Abi::Queue);
+    let doc = env.run(&["list", "--json"]).json();
+    let path = device(&doc, "nvme4c4n1");
+    assert_eq!(path["excluded"], "hidden NVMe multipath path of nvme4n1");
+    assert_eq!(device(&doc, "loop1")["excluded"], "empty (size 0)");
+    assert_eq!(device(&doc, "nvme0n1")["excluded"], Value::Null);
+    let human = env.run(&["list"]).stdout;
+    assert!(human.contains("excluded: hidden NVMe multipath path of nvme4n1"), "{human}");
+}
+
+#[test]
+fn stacked_devices_resolve_to_the_queues_that_do_the_io() {
+    let env = Env::zoo(Abi::Queue);
+    let doc = env.run(&["list", "--json"]).json();
+    let md = device(&doc, "md0");
+    assert_eq!(md["kind"], "md");
+    assert_eq!(md["targets"], serde_json::json!(["nvme2n1", "nvme3n1"]));
+    let head = device(&doc, "nvme4n1");
+    assert_eq!(head["kind"], "nvme-head");
+    assert_eq!(head["model"], "NETAPP E-Series");
+    assert_eq!(head["driver"], "nvme", "a head reports its paths' driver");
+    assert_eq!(head["pci"].as_array().unwrap().len(), 2);
+    assert_eq!(head["targets"], serde_json::json!(["nvme4c4n1", "nvme4c5n1"]));
+    let dm = device(&doc, "dm-0");
+    assert_eq!(dm["targets"], serde_json::json!(["sda"]), "a partition resolves to its disk");
+    assert_eq!(device(&doc, "nvme0n1")["targets"], serde_json::json!(["nvme0n1"]));
+}
+
+#[test]
+fn dm_over_md_over_nvme_resolves_recursively() {
+    let env = Env::with(|root| {
+        let mut f = blkqos::fixture::Fixture::new(root, 2, Abi::Queue);
+        f.nvme(0, "M", "S0");
+        f.nvme(1, "M", "S1");
+        f.md_raid0("md0", &["nvme0n1", "nvme1n1"]);
+        f.dm_linear("dm-0", "vg-lv", &["md0"]);
+        f
+    });
+    let doc = env.run(&["list", "--json"]).json();
+    assert_eq!(device(&doc, "dm-0")["targets"], serde_json::json!(["nvme0n1", "nvme1n1"]));
+}
+
+#[test]
+fn a_dangling_disk_link_is_a_warning_not_a_failure() {
+    let env = Env::zoo(Abi::Queue);
+    std::os::unix::fs::symlink("../devices/virtual/block/gone", env.fx.root().join("block/gone")).unwrap();
+    let r = env.run(&["list", "--json"]);
+    assert_eq!(r.code, 0);
+    let w = r.json()["warnings"].to_string();
+    assert!(w.contains("gone"), "{w}");
+}
+
+#[test]
+fn sysfs_root_comes_from_the_environment_too() {
+    let env = Env::zoo(Abi::Queue);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_blkqos"))
+        .args(["list", "--json"])
+        .env("BLKQOS_SYSFS", env.fx.root())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    device(&doc, "md0");
+}
