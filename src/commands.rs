@@ -668,7 +668,7 @@ pub fn explain(
         let _ = writeln!(out, "no rule matches: the device is left untouched");
         return Ok(0);
     };
-    let plan = plan::build(&profile, &inv, &ctx.sysfs, &[d.name.clone()])?;
+    let plan = plan::build(&profile, &inv, &ctx.sysfs, std::slice::from_ref(&d.name))?;
     if let Some(dp) = plan.devices.iter().find(|p| p.name == d.name) {
         let eff = profile.effective(rule);
         let _ = writeln!(

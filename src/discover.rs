@@ -280,8 +280,7 @@ fn read_device(
         .and_then(|p| nearest_driver(sysfs, p));
     let pci: Vec<String> = syspath
         .split('/')
-        .filter(|c| is_pci_address(c))
-        .last()
+        .rfind(|c| is_pci_address(c))
         .map(|c| vec![c.to_string()])
         .unwrap_or_default();
     Some(Device {
@@ -498,12 +497,14 @@ fn decode_udev(s: &str) -> String {
     let b = s.as_bytes();
     let mut i = 0;
     while i < b.len() {
-        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1] == b'x' {
-            if let Ok(v) = u8::from_str_radix(&s[i + 2..i + 4], 16) {
-                out.push(v);
-                i += 4;
-                continue;
-            }
+        if b[i] == b'\\'
+            && i + 3 < b.len()
+            && b[i + 1] == b'x'
+            && let Ok(v) = u8::from_str_radix(&s[i + 2..i + 4], 16)
+        {
+            out.push(v);
+            i += 4;
+            continue;
         }
         out.push(b[i]);
         i += 1;

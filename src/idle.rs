@@ -1,6 +1,6 @@
 //! CPU idle-state tables and CPU lists, and the "auto" limit choice.
 
-use crate::sysfs::{Sysfs, natural_cmp};
+use crate::sysfs::Sysfs;
 use serde::Serialize;
 
 /// The generic "shallow enough" bound used when no state is named C1E.
@@ -56,10 +56,9 @@ pub fn auto_choice(states: &[IdleState]) -> Option<&IdleState> {
     if let Some(c1e) = states
         .iter()
         .position(|s| s.name.eq_ignore_ascii_case("C1E"))
+        && let Some(s) = enabled().rfind(|s| s.index <= states[c1e].index)
     {
-        if let Some(s) = enabled().filter(|s| s.index <= states[c1e].index).last() {
-            return Some(s);
-        }
+        return Some(s);
     }
     enabled()
         .filter(|s| s.latency_us <= AUTO_MAX_EXIT_US)
@@ -121,11 +120,6 @@ pub fn format_cpus(cpus: &[u32]) -> String {
         i = j + 1;
     }
     out.join(",")
-}
-
-/// Sort helper shared by callers that list cpuN-like names.
-pub fn sort_names(names: &mut [String]) {
-    names.sort_by(|a, b| natural_cmp(a, b));
 }
 
 #[cfg(test)]

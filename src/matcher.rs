@@ -36,10 +36,8 @@ impl Globs {
     /// Does any of `values` match (negations veto on any value)?
     fn eval(&self, values: &[&str]) -> (bool, String) {
         for (neg, pat, m) in &self.items {
-            if *neg {
-                if let Some(v) = values.iter().find(|v| m.is_match(v)) {
-                    return (false, format!("{v:?} is excluded by {pat:?}"));
-                }
+            if *neg && let Some(v) = values.iter().find(|v| m.is_match(v)) {
+                return (false, format!("{v:?} is excluded by {pat:?}"));
             }
         }
         let positives: Vec<&(bool, String, GlobMatcher)> =

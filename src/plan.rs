@@ -263,10 +263,10 @@ pub fn build(
 
     let scope = scope(inv, only)?;
     for (path, want) in desired {
-        if let Some(s) = &scope {
-            if want.subjects.is_disjoint(s) {
-                continue;
-            }
+        if let Some(s) = &scope
+            && want.subjects.is_disjoint(s)
+        {
+            continue;
         }
         let current = match sysfs.read(&path) {
             Ok(v) => v,

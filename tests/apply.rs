@@ -49,8 +49,16 @@ fn apply_writes_what_differs_and_a_second_apply_writes_nothing() {
             "block/nvme4c5n1/queue/cpu_lat_limit_us",
         ]
     );
-    assert_eq!(env.get("block/nvme0n1/queue/cpu_lat_limit_us"), "4", "auto = C1E exit latency");
-    assert_eq!(env.get("block/sda/queue/cpu_lat_limit_us"), "-1", "other disks untouched");
+    assert_eq!(
+        env.get("block/nvme0n1/queue/cpu_lat_limit_us"),
+        "4",
+        "auto = C1E exit latency"
+    );
+    assert_eq!(
+        env.get("block/sda/queue/cpu_lat_limit_us"),
+        "-1",
+        "other disks untouched"
+    );
     let again = env.run(&["apply", p.to_str().unwrap(), "--json"]).json();
     assert_eq!(again["changed"], false);
     assert!(change_paths(&again).is_empty());
@@ -83,21 +91,45 @@ fn the_strictest_request_wins_on_a_shared_queue() {
     assert_eq!(env.get("block/nvme2n1/queue/cpu_lat_timeout_ms"), "10");
     assert_eq!(env.get("block/nvme0n1/queue/cpu_lat_limit_us"), "4");
     assert_eq!(env.get("block/nvme0n1/queue/cpu_lat_timeout_ms"), "3");
-    assert_eq!(env.get("block/nvme4c5n1/queue/cpu_lat_limit_us"), "4", "multipath head -> paths");
-    assert_eq!(env.get("block/nvme4n1/queue/read_ahead_kb"), "256", "queue attrs on the device itself");
+    assert_eq!(
+        env.get("block/nvme4c5n1/queue/cpu_lat_limit_us"),
+        "4",
+        "multipath head -> paths"
+    );
+    assert_eq!(
+        env.get("block/nvme4n1/queue/read_ahead_kb"),
+        "256",
+        "queue attrs on the device itself"
+    );
     assert_eq!(env.get("block/sda/queue/cpu_lat_limit_us"), "20");
-    assert_eq!(env.get("block/sdb/queue/cpu_lat_limit_us"), "-1", "rotational disk not matched");
+    assert_eq!(
+        env.get("block/sdb/queue/cpu_lat_limit_us"),
+        "-1",
+        "rotational disk not matched"
+    );
 }
 
 #[test]
 fn auto_follows_the_idle_state_table() {
     let env = Env::zoo(Abi::Queue);
     for cpu in 0..4 {
-        env.fx.cpu(cpu, &[("POLL", 0, 0), ("C1", 2, 2), ("C2", 18, 50), ("C3", 150, 600)]);
+        env.fx.cpu(
+            cpu,
+            &[
+                ("POLL", 0, 0),
+                ("C1", 2, 2),
+                ("C2", 18, 50),
+                ("C3", 150, 600),
+            ],
+        );
     }
     let p = env.profile("p.toml", NVME_AUTO);
     let ex = env.run(&["explain", p.to_str().unwrap(), "nvme0n1"]);
-    assert!(ex.stdout.contains("18 us (C2 on CPUs 0-3)"), "{}", ex.stdout);
+    assert!(
+        ex.stdout.contains("18 us (C2 on CPUs 0-3)"),
+        "{}",
+        ex.stdout
+    );
     env.run(&["apply", p.to_str().unwrap()]);
     assert_eq!(env.get("block/nvme0n1/queue/cpu_lat_limit_us"), "18");
 }
@@ -120,7 +152,12 @@ fn an_unpatched_kernel_without_fallback_changes_nothing_and_warns() {
     assert_eq!(r.code, 0, "{}", r.stderr);
     let doc = r.json();
     assert_eq!(doc["changed"], false);
-    assert!(doc["warnings"].to_string().contains("no cpu_lat_limit_us knob"), "{doc}");
+    assert!(
+        doc["warnings"]
+            .to_string()
+            .contains("no cpu_lat_limit_us knob"),
+        "{doc}"
+    );
     assert_eq!(env.snapshot(), before);
 }
 
@@ -146,7 +183,12 @@ cpu_lat_limit_us = 10
     let r = env.run(&["apply", p.to_str().unwrap(), "--json"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     for cpu in 0..4 {
-        assert_eq!(env.get(&format!("devices/system/cpu/cpu{cpu}/power/pm_qos_resume_latency_us")), "10");
+        assert_eq!(
+            env.get(&format!(
+                "devices/system/cpu/cpu{cpu}/power/pm_qos_resume_latency_us"
+            )),
+            "10"
+        );
     }
     assert!(r.stdout.contains("static, no timeout"), "{}", r.stdout);
     // A stricter limit of 0 on a disk served by the same CPUs is written as n/a.
@@ -166,11 +208,17 @@ cpu_lat_limit_us = 0
 "#,
     );
     assert_eq!(env.run(&["apply", p0.to_str().unwrap()]).code, 0);
-    assert_eq!(env.get("devices/system/cpu/cpu2/power/pm_qos_resume_latency_us"), "n/a");
+    assert_eq!(
+        env.get("devices/system/cpu/cpu2/power/pm_qos_resume_latency_us"),
+        "n/a"
+    );
     // "off" is the kernel's 0 (no constraint); restore brings back the original 0 too.
     let off = env.profile("off.toml", "[defaults]\nfallback = \"cpu-resume-latency\"\n[[rule]]\nname = \"all\"\ncpu_lat_limit_us = \"off\"\n");
     assert_eq!(env.run(&["apply", off.to_str().unwrap()]).code, 0);
-    assert_eq!(env.get("devices/system/cpu/cpu2/power/pm_qos_resume_latency_us"), "0");
+    assert_eq!(
+        env.get("devices/system/cpu/cpu2/power/pm_qos_resume_latency_us"),
+        "0"
+    );
 }
 
 #[test]
@@ -180,7 +228,11 @@ fn a_failed_write_rolls_back_everything_this_run_wrote() {
     env.fx.break_attr("block/sda/queue/cpu_lat_limit_us");
     let r = env.run(&["apply", p.to_str().unwrap(), "--json"]);
     assert_eq!(r.code, 1, "stdout {} stderr {}", r.stdout, r.stderr);
-    assert!(r.stderr.contains("block/sda/queue/cpu_lat_limit_us"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("block/sda/queue/cpu_lat_limit_us"),
+        "{}",
+        r.stderr
+    );
     assert!(r.stderr.contains("rolled back"), "{}", r.stderr);
     let doc = r.json();
     assert_eq!(doc["changed"], false);
@@ -194,19 +246,37 @@ fn a_failed_write_rolls_back_everything_this_run_wrote() {
     }
     assert_eq!(env.get("block/nvme2n1/queue/cpu_lat_timeout_ms"), "3");
     assert_eq!(env.get("block/nvme0n1/queue/read_ahead_kb"), "128");
-    let state: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(env.state.join("state.json")).unwrap()).unwrap();
-    assert_eq!(state["saved"], serde_json::json!({}), "no originals kept for a rolled-back run");
+    let state: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(env.state.join("state.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        state["saved"],
+        serde_json::json!({}),
+        "no originals kept for a rolled-back run"
+    );
 }
 
 #[test]
 fn an_invalid_profile_exits_2_and_writes_nothing() {
     let env = Env::zoo(Abi::Queue);
-    let p = env.profile("bad.toml", "[[rule]]\nname = \"nvme\"\ncpu_lat_limt_us = 10\n");
+    let p = env.profile(
+        "bad.toml",
+        "[[rule]]\nname = \"nvme\"\ncpu_lat_limt_us = 10\n",
+    );
     let before = env.snapshot();
     let check = env.run(&["check", p.to_str().unwrap()]);
     assert_eq!(check.code, 2);
-    assert!(check.stderr.contains("bad.toml:3:1:") && check.stderr.contains("cpu_lat_limt_us"), "{}", check.stderr);
-    for args in [vec!["apply"], vec!["apply", "--dry-run"], vec!["verify"], vec!["explain"]] {
+    assert!(
+        check.stderr.contains("bad.toml:3:1:") && check.stderr.contains("cpu_lat_limt_us"),
+        "{}",
+        check.stderr
+    );
+    for args in [
+        vec!["apply"],
+        vec!["apply", "--dry-run"],
+        vec!["verify"],
+        vec!["explain"],
+    ] {
         let mut a: Vec<&str> = args.clone();
         a.push(p.to_str().unwrap());
         if args[0] == "explain" {
@@ -244,7 +314,12 @@ fn verify_reports_mismatches_with_exit_1() {
     assert_eq!(r.code, 1);
     let doc = r.json();
     assert!(change_paths(&doc).contains(&"block/sda/queue/cpu_lat_limit_us".to_string()));
-    let md = doc["devices"].as_array().unwrap().iter().find(|d| d["name"] == "md0").unwrap();
+    let md = doc["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["name"] == "md0")
+        .unwrap();
     assert_eq!(md["ok"], false);
     env.run(&["apply", p.to_str().unwrap()]);
     let ok = env.run(&["verify", p.to_str().unwrap()]);
@@ -260,14 +335,21 @@ fn verify_reports_mismatches_with_exit_1() {
 fn restore_puts_back_the_first_originals_and_forgets_them() {
     let env = Env::zoo(Abi::Queue);
     let a = env.profile("a.toml", MIXED);
-    let b = env.profile("b.toml", "[[rule]]\nname = \"all-nvme\"\nmatch = { transport = \"nvme\" }\ncpu_lat_limit_us = 8\n");
+    let b = env.profile(
+        "b.toml",
+        "[[rule]]\nname = \"all-nvme\"\nmatch = { transport = \"nvme\" }\ncpu_lat_limit_us = 8\n",
+    );
     env.run(&["apply", a.to_str().unwrap()]);
     env.run(&["apply", b.to_str().unwrap()]);
     assert_eq!(env.get("block/nvme0n1/queue/cpu_lat_limit_us"), "8");
     let r = env.run(&["restore", "--json"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(r.json()["changed"], true);
-    assert_eq!(env.get("block/nvme0n1/queue/cpu_lat_limit_us"), "-1", "the value before blkqos first wrote it");
+    assert_eq!(
+        env.get("block/nvme0n1/queue/cpu_lat_limit_us"),
+        "-1",
+        "the value before blkqos first wrote it"
+    );
     assert_eq!(env.get("block/nvme2n1/queue/cpu_lat_timeout_ms"), "3");
     assert_eq!(env.get("block/nvme0n1/queue/read_ahead_kb"), "128");
     assert_eq!(env.get("block/sda/queue/cpu_lat_limit_us"), "-1");
@@ -294,7 +376,9 @@ fn restore_of_one_device_leaves_the_others() {
 fn apply_of_one_device_touches_only_its_queues() {
     let env = Env::zoo(Abi::Queue);
     let p = env.profile("p.toml", MIXED);
-    let doc = env.run(&["apply", p.to_str().unwrap(), "--device", "md0", "--json"]).json();
+    let doc = env
+        .run(&["apply", p.to_str().unwrap(), "--device", "md0", "--json"])
+        .json();
     assert_eq!(
         change_paths(&doc),
         [
@@ -316,15 +400,27 @@ fn status_shows_rule_knobs_cpus_and_idle_states() {
     let p = env.profile("p.toml", MIXED);
     env.run(&["apply", p.to_str().unwrap()]);
     let doc = env.run(&["status", "--json"]).json();
-    let md = doc["devices"].as_array().unwrap().iter().find(|d| d["name"] == "md0").unwrap().clone();
+    let md = doc["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["name"] == "md0")
+        .unwrap()
+        .clone();
     assert_eq!(md["rule"], "raid");
     assert_eq!(md["targets"][0]["cpu_lat_limit_us"], "2");
     assert_eq!(md["cpus"].as_array().unwrap().len(), 4);
-    assert_eq!(md["cpus"][0]["states"].as_array().unwrap().len(), INTEL_IDLE.len());
+    assert_eq!(
+        md["cpus"][0]["states"].as_array().unwrap().len(),
+        INTEL_IDLE.len()
+    );
     assert_eq!(md["cpus"][0]["pm_qos_resume_latency_us"], "0");
     assert_eq!(md["auto_limit_us"], 4);
     let human = env.run(&["status"]).stdout;
-    assert!(human.contains("C6") && human.contains("IDLE_TIME"), "{human}");
+    assert!(
+        human.contains("C6") && human.contains("IDLE_TIME"),
+        "{human}"
+    );
 }
 
 #[test]
@@ -333,13 +429,24 @@ fn explain_says_which_rule_matched_and_why() {
     let p = env.profile("p.toml", MIXED);
     let out = env.run(&["explain", p.to_str().unwrap(), "nvme2n1"]).stdout;
     assert!(out.contains("rule \"raid\": no match"), "{out}");
-    assert!(out.contains("\"nvme2n1\" does not match [\"md*\"]"), "{out}");
+    assert!(
+        out.contains("\"nvme2n1\" does not match [\"md*\"]"),
+        "{out}"
+    );
     assert!(out.contains("rule \"nvme\": MATCH"), "{out}");
     assert!(out.contains("rule \"ssd\": not evaluated"), "{out}");
     let head = env.run(&["explain", p.to_str().unwrap(), "nvme4n1"]).stdout;
-    assert!(head.contains("resolves to: nvme4c4n1 (knobs: queue"), "{head}");
-    let path = env.run(&["explain", p.to_str().unwrap(), "nvme4c4n1"]).stdout;
-    assert!(path.contains("excluded (hidden NVMe multipath path of nvme4n1)"), "{path}");
+    assert!(
+        head.contains("resolves to: nvme4c4n1 (knobs: queue"),
+        "{head}"
+    );
+    let path = env
+        .run(&["explain", p.to_str().unwrap(), "nvme4c4n1"])
+        .stdout;
+    assert!(
+        path.contains("excluded (hidden NVMe multipath path of nvme4n1)"),
+        "{path}"
+    );
 }
 
 #[test]
@@ -355,7 +462,13 @@ fn parallel_applies_keep_one_consistent_state() {
     let children: Vec<_> = (0..16)
         .map(|i| {
             env.cmd()
-                .args(["apply", p.to_str().unwrap(), "--device", &format!("nvme{i}n1"), "--json"])
+                .args([
+                    "apply",
+                    p.to_str().unwrap(),
+                    "--device",
+                    &format!("nvme{i}n1"),
+                    "--json",
+                ])
                 .stdout(std::process::Stdio::null())
                 .spawn()
                 .unwrap()
@@ -364,16 +477,28 @@ fn parallel_applies_keep_one_consistent_state() {
     for mut c in children {
         assert!(c.wait().unwrap().success());
     }
-    let state: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(env.state.join("state.json")).unwrap()).unwrap();
+    let state: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(env.state.join("state.json")).unwrap())
+            .unwrap();
     let saved = state["saved"].as_object().unwrap();
-    assert_eq!(saved.len(), 16, "one saved original per queue, none lost: {state}");
+    assert_eq!(
+        saved.len(),
+        16,
+        "one saved original per queue, none lost: {state}"
+    );
     assert!(saved.values().all(|s| s["original"] == "-1"));
     for i in 0..16 {
-        assert_eq!(env.get(&format!("block/nvme{i}n1/queue/cpu_lat_limit_us")), "4");
+        assert_eq!(
+            env.get(&format!("block/nvme{i}n1/queue/cpu_lat_limit_us")),
+            "4"
+        );
     }
     assert_eq!(env.run(&["restore"]).code, 0);
     for i in 0..16 {
-        assert_eq!(env.get(&format!("block/nvme{i}n1/queue/cpu_lat_limit_us")), "-1");
+        assert_eq!(
+            env.get(&format!("block/nvme{i}n1/queue/cpu_lat_limit_us")),
+            "-1"
+        );
     }
 }
 

@@ -21,11 +21,22 @@ fn list_shows_whole_disks_with_identity_and_transport() {
     assert_eq!(r.code, 0, "{}", r.stderr);
     let doc = r.json();
     assert_eq!(doc["schema"], 1);
-    let names: Vec<&str> = doc["devices"].as_array().unwrap().iter().map(|d| d["name"].as_str().unwrap()).collect();
-    assert!(!names.contains(&"sda1"), "partitions are not disks: {names:?}");
+    let names: Vec<&str> = doc["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        !names.contains(&"sda1"),
+        "partitions are not disks: {names:?}"
+    );
     let nvme = device(&doc, "nvme0n1");
     assert_eq!(nvme["transport"], "nvme");
-    assert_eq!(nvme["model"], "SAMSUNG MZQL21T9HCJR-00A07", "trailing blanks trimmed");
+    assert_eq!(
+        nvme["model"], "SAMSUNG MZQL21T9HCJR-00A07",
+        "trailing blanks trimmed"
+    );
     assert_eq!(nvme["serial"], "S64GNE0R100001");
     assert_eq!(nvme["driver"], "nvme");
     assert_eq!(nvme["abi"], "queue");
@@ -56,7 +67,10 @@ fn hidden_paths_and_empty_devices_are_listed_with_the_reason() {
     assert_eq!(device(&doc, "loop1")["excluded"], "empty (size 0)");
     assert_eq!(device(&doc, "nvme0n1")["excluded"], Value::Null);
     let human = env.run(&["list"]).stdout;
-    assert!(human.contains("excluded: hidden NVMe multipath path of nvme4n1"), "{human}");
+    assert!(
+        human.contains("excluded: hidden NVMe multipath path of nvme4n1"),
+        "{human}"
+    );
 }
 
 #[test]
@@ -71,10 +85,20 @@ fn stacked_devices_resolve_to_the_queues_that_do_the_io() {
     assert_eq!(head["model"], "NETAPP E-Series");
     assert_eq!(head["driver"], "nvme", "a head reports its paths' driver");
     assert_eq!(head["pci"].as_array().unwrap().len(), 2);
-    assert_eq!(head["targets"], serde_json::json!(["nvme4c4n1", "nvme4c5n1"]));
+    assert_eq!(
+        head["targets"],
+        serde_json::json!(["nvme4c4n1", "nvme4c5n1"])
+    );
     let dm = device(&doc, "dm-0");
-    assert_eq!(dm["targets"], serde_json::json!(["sda"]), "a partition resolves to its disk");
-    assert_eq!(device(&doc, "nvme0n1")["targets"], serde_json::json!(["nvme0n1"]));
+    assert_eq!(
+        dm["targets"],
+        serde_json::json!(["sda"]),
+        "a partition resolves to its disk"
+    );
+    assert_eq!(
+        device(&doc, "nvme0n1")["targets"],
+        serde_json::json!(["nvme0n1"])
+    );
 }
 
 #[test]
@@ -88,13 +112,20 @@ fn dm_over_md_over_nvme_resolves_recursively() {
         f
     });
     let doc = env.run(&["list", "--json"]).json();
-    assert_eq!(device(&doc, "dm-0")["targets"], serde_json::json!(["nvme0n1", "nvme1n1"]));
+    assert_eq!(
+        device(&doc, "dm-0")["targets"],
+        serde_json::json!(["nvme0n1", "nvme1n1"])
+    );
 }
 
 #[test]
 fn a_dangling_disk_link_is_a_warning_not_a_failure() {
     let env = Env::zoo(Abi::Queue);
-    std::os::unix::fs::symlink("../devices/virtual/block/gone", env.fx.root().join("block/gone")).unwrap();
+    std::os::unix::fs::symlink(
+        "../devices/virtual/block/gone",
+        env.fx.root().join("block/gone"),
+    )
+    .unwrap();
     let r = env.run(&["list", "--json"]);
     assert_eq!(r.code, 0);
     let w = r.json()["warnings"].to_string();

@@ -22,7 +22,8 @@ pub struct Run {
 
 impl Run {
     pub fn json(&self) -> Value {
-        serde_json::from_str(&self.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {}\nstderr: {}", self.stdout, self.stderr))
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}\nstderr: {}", self.stdout, self.stderr))
     }
 }
 
@@ -36,7 +37,12 @@ impl Env {
         let fx = build(&dir.path().join("sys"));
         let state = dir.path().join("run/blkqos");
         let work = dir.path().to_path_buf();
-        Env { _dir: dir, fx, state, work }
+        Env {
+            _dir: dir,
+            fx,
+            state,
+            work,
+        }
     }
 
     pub fn profile(&self, name: &str, text: &str) -> PathBuf {
@@ -47,8 +53,13 @@ impl Env {
 
     pub fn cmd(&self) -> Command {
         let mut c = Command::new(env!("CARGO_BIN_EXE_blkqos"));
-        c.arg("--sysfs").arg(self.fx.root()).arg("--state-dir").arg(&self.state);
-        c.env_remove("BLKQOS_SYSFS").env_remove("BLKQOS_STATE_DIR").env("NO_COLOR", "1");
+        c.arg("--sysfs")
+            .arg(self.fx.root())
+            .arg("--state-dir")
+            .arg(&self.state);
+        c.env_remove("BLKQOS_SYSFS")
+            .env_remove("BLKQOS_STATE_DIR")
+            .env("NO_COLOR", "1");
         c
     }
 
@@ -91,7 +102,13 @@ pub fn change_paths(doc: &Value) -> Vec<String> {
         .as_array()
         .unwrap()
         .iter()
-        .flat_map(|d| d["changes"].as_array().unwrap().iter().map(|c| c["path"].as_str().unwrap().to_string()))
+        .flat_map(|d| {
+            d["changes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c["path"].as_str().unwrap().to_string())
+        })
         .collect();
     v.sort();
     v
