@@ -2,7 +2,7 @@
 //! back, and on the first failure everything this run wrote is put back.
 
 use crate::discover::Inventory;
-use crate::plan::{Change, Plan, same_value};
+use crate::plan::{Change, Plan, live_value, same_value};
 use crate::state::{Locked, Saved, StateError};
 use crate::sysfs::{Sysfs, is_vanished};
 use std::collections::BTreeSet;
@@ -167,7 +167,7 @@ pub fn restore(
             Ok(v) if same_value(path, &v, &saved.original) => {}
             Ok(v) => changes.push(Change {
                 path: path.clone(),
-                before: v,
+                before: live_value(path, &v),
                 after: saved.original.clone(),
                 owners: saved.owners.clone(),
             }),

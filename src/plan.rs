@@ -245,6 +245,13 @@ pub fn build(
             backends.push((r.device.clone(), target.clone(), backend.clone()));
         }
     }
+    if !cpu_requests.is_empty() {
+        let cpus: Vec<u32> = cpu_requests.keys().copied().collect();
+        warnings.push(format!(
+            "static fallback: pm_qos_resume_latency_us on CPUs {} holds with the disks idle too (no timeout)",
+            format_cpus(&cpus)
+        ));
+    }
     for (cpu, (limit, owner, subjects)) in cpu_requests {
         desired.insert(
             idle::cpu_resume_latency_path(cpu),
@@ -269,7 +276,7 @@ pub fn build(
             continue;
         }
         let current = match sysfs.read(&path) {
-            Ok(v) => v,
+            Ok(v) => live_value(&path, &v),
             Err(e) if is_vanished(&e) => {
                 warnings.push(format!("{path}: vanished while planning; skipped"));
                 continue;
@@ -333,17 +340,23 @@ fn strictest(reqs: &[Request]) -> &Request {
         .unwrap_or_else(|| unreachable!("a target is only recorded with at least one request"))
 }
 
-/// Compare a live value with a desired one the way the kernel reports it:
-/// `scheduler` shows the choice in brackets among the others.
-pub fn same_value(path: &str, current: &str, want: &str) -> bool {
+/// A live value as it can be written back: `scheduler` lists every choice
+/// with the active one in brackets; the active one is the value.
+pub fn live_value(path: &str, raw: &str) -> String {
     if path.ends_with("/queue/scheduler") {
-        let selected = current
+        if let Some(active) = raw
             .split_whitespace()
             .find_map(|w| w.strip_prefix('[').and_then(|w| w.strip_suffix(']')))
-            .unwrap_or(current.trim());
-        return selected == want.trim();
+        {
+            return active.to_string();
+        }
     }
-    current.trim() == want.trim()
+    raw.trim().to_string()
+}
+
+/// Does the live (raw) value already hold what is wanted?
+pub fn same_value(path: &str, raw: &str, want: &str) -> bool {
+    live_value(path, raw) == want.trim()
 }
 
 #[cfg(test)]
@@ -363,6 +376,10 @@ mod tests {
             "mq-deadline"
         ));
         assert!(same_value("block/sda/queue/read_ahead_kb", "128", "128"));
+        assert_eq!(
+            live_value("block/sda/queue/scheduler", "none [mq-deadline] kyber"),
+            "mq-deadline"
+        );
     }
 
     #[test]

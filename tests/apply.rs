@@ -517,4 +517,11 @@ fn a_queue_attribute_the_device_lacks_is_skipped_with_a_warning() {
     assert_eq!(env.get("block/sda/queue/scheduler"), "mq-deadline");
     let again = env.run(&["apply", s.to_str().unwrap(), "--json"]).json();
     assert_eq!(again["changed"], false);
+    let state = std::fs::read_to_string(env.state.join("state.json")).unwrap();
+    assert!(
+        state.contains("\"original\": \"none\""),
+        "the active scheduler is saved, not the list: {state}"
+    );
+    env.run(&["restore"]);
+    assert_eq!(env.get("block/sda/queue/scheduler"), "none");
 }
