@@ -343,13 +343,12 @@ fn strictest(reqs: &[Request]) -> &Request {
 /// A live value as it can be written back: `scheduler` lists every choice
 /// with the active one in brackets; the active one is the value.
 pub fn live_value(path: &str, raw: &str) -> String {
-    if path.ends_with("/queue/scheduler") {
-        if let Some(active) = raw
+    if path.ends_with("/queue/scheduler")
+        && let Some(active) = raw
             .split_whitespace()
             .find_map(|w| w.strip_prefix('[').and_then(|w| w.strip_suffix(']')))
-        {
-            return active.to_string();
-        }
+    {
+        return active.to_string();
     }
     raw.trim().to_string()
 }

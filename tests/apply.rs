@@ -246,9 +246,7 @@ fn a_failed_write_rolls_back_everything_this_run_wrote() {
     }
     assert_eq!(env.get("block/nvme2n1/queue/cpu_lat_timeout_ms"), "3");
     assert_eq!(env.get("block/nvme0n1/queue/read_ahead_kb"), "128");
-    let state: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(env.state.join("state.json")).unwrap())
-            .unwrap();
+    let state = env.state_json();
     assert_eq!(
         state["saved"],
         serde_json::json!({}),
@@ -477,9 +475,7 @@ fn parallel_applies_keep_one_consistent_state() {
     for mut c in children {
         assert!(c.wait().unwrap().success());
     }
-    let state: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(env.state.join("state.json")).unwrap())
-            .unwrap();
+    let state = env.state_json();
     let saved = state["saved"].as_object().unwrap();
     assert_eq!(
         saved.len(),

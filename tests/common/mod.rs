@@ -72,6 +72,12 @@ impl Env {
         }
     }
 
+    /// The saved state the binary wrote.
+    pub fn state_json(&self) -> Value {
+        serde_json::from_str(&std::fs::read_to_string(self.state.join("state.json")).unwrap())
+            .unwrap()
+    }
+
     pub fn get(&self, rel: &str) -> String {
         self.fx.get(rel)
     }
