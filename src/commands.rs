@@ -124,14 +124,13 @@ pub fn check(profile: &Path, out: &mut String) -> Result<u8, Error> {
     Ok(0)
 }
 
-fn build_plan(ctx: &Ctx, profile: &Path, only: &[String]) -> Result<(Inventory, Plan), Error> {
-    let profile = Profile::load(profile)?;
+fn build_plan(ctx: &Ctx, profile: &Profile, only: &[String]) -> Result<Plan, Error> {
     let inv = scan(ctx);
-    let mut plan = plan::build(&profile, &inv, &ctx.sysfs, only)?;
+    let mut plan = plan::build(profile, &inv, &ctx.sysfs, only)?;
     let mut w = inv.warnings.clone();
     w.append(&mut plan.warnings);
     plan.warnings = w;
-    Ok((inv, plan))
+    Ok(plan)
 }
 
 /// Entry point for `apply`.
@@ -143,15 +142,16 @@ pub fn apply(
     only: &[String],
     out: &mut String,
 ) -> Result<u8, Error> {
+    // Validated before taking the lock: a bad profile must not touch the state dir.
+    let profile = Profile::load(profile)?;
     if dry_run {
-        let (_, plan) = build_plan(ctx, profile, only)?;
+        let plan = build_plan(ctx, &profile, only)?;
         emit_plan(ctx, "apply", &plan, true, json, out);
         return Ok(0);
     }
-    // Validate before taking the lock: a bad profile must not touch the state dir.
-    Profile::load(profile)?;
+    // Planned under the lock so the "before" values are the ones we replace.
     let mut locked = ctx.state.lock()?;
-    let (_, mut plan) = build_plan(ctx, profile, only)?;
+    let mut plan = build_plan(ctx, &profile, only)?;
     match apply::apply(&ctx.sysfs, &mut locked, &plan) {
         Ok(written) => {
             for d in &mut plan.devices {
@@ -275,7 +275,7 @@ fn doc<D: Serialize>(
 
 /// Entry point for `verify`.
 pub fn verify(ctx: &Ctx, profile: &Path, json: bool, out: &mut String) -> Result<u8, Error> {
-    let (_, plan) = build_plan(ctx, profile, &[])?;
+    let plan = build_plan(ctx, &Profile::load(profile)?, &[])?;
     let ok = plan.is_empty();
     if json {
         #[derive(Serialize)]
