@@ -324,6 +324,7 @@ pub fn verify(ctx: &Ctx, profile: &Path, json: bool, out: &mut String) -> Result
 pub fn restore(ctx: &Ctx, json: bool, only: &[String], out: &mut String) -> Result<u8, Error> {
     let inv = scan(ctx);
     let mut locked = ctx.state.lock()?;
+    let rules = locked.state.rules.clone();
     let restored = apply::restore(&ctx.sysfs, &mut locked, &inv, only)?;
     let mut by_device: BTreeMap<String, Vec<Change>> = BTreeMap::new();
     for c in restored.changes {
@@ -339,8 +340,8 @@ pub fn restore(ctx: &Ctx, json: bool, only: &[String], out: &mut String) -> Resu
     let devices: Vec<R> = by_device
         .into_iter()
         .map(|(name, changes)| R {
+            rule: rules.get(&name).cloned(),
             name,
-            rule: None,
             changes,
         })
         .collect();
@@ -407,7 +408,6 @@ struct DeviceStatus {
     cpus: Vec<CpuStatus>,
     /// What "auto" would choose for these CPUs.
     auto_limit_us: Option<u64>,
-    changes: Vec<Change>,
 }
 
 /// Entry point for `status`.
@@ -451,7 +451,6 @@ pub fn status(ctx: &Ctx, json: bool, out: &mut String) -> Result<u8, Error> {
             auto_limit_us: plan::auto_limit(&ctx.sysfs, &cpus).map(|(us, _)| us),
             targets,
             cpus: cpu_status,
-            changes: Vec::new(),
         });
     }
     let warn = inv.warnings.clone();

@@ -362,6 +362,9 @@ fn restore_of_one_device_leaves_the_others() {
     env.run(&["apply", p.to_str().unwrap()]);
     let r = env.run(&["restore", "--device", "md0", "--json"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
+    let doc = r.json();
+    assert_eq!(doc["devices"][0]["name"], "md0");
+    assert_eq!(doc["devices"][0]["rule"], "raid", "the rule that owned it");
     assert_eq!(env.get("block/nvme2n1/queue/cpu_lat_limit_us"), "-1");
     assert_eq!(env.get("block/nvme3n1/queue/cpu_lat_timeout_ms"), "3");
     assert_eq!(env.get("block/nvme0n1/queue/cpu_lat_limit_us"), "4");
