@@ -11,9 +11,6 @@ use std::fs;
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 
-/// Which knobs the simulated kernel exposes on request-based queues.
-pub type KernelAbi = Abi;
-
 /// An Intel server's idle states: (name, exit latency us, target residency us).
 pub const INTEL_IDLE: &[(&str, u64, u64)] = &[
     ("POLL", 0, 0),
@@ -68,8 +65,9 @@ fn write(path: &Path, value: &str) {
 }
 
 impl Fixture {
-    /// An empty machine with `cpus` CPUs, each with the Intel idle table.
-    pub fn new(root: impl Into<PathBuf>, cpus: u32, abi: KernelAbi) -> Fixture {
+    /// An empty machine with `cpus` CPUs, each with the Intel idle table,
+    /// whose kernel exposes the `abi` knobs on request-based queues.
+    pub fn new(root: impl Into<PathBuf>, cpus: u32, abi: Abi) -> Fixture {
         let f = Fixture {
             root: root.into(),
             abi,
@@ -517,7 +515,7 @@ impl Fixture {
     }
 
     /// The zoo the integration tests use: every kind of disk and stacking.
-    pub fn zoo(root: impl Into<PathBuf>, abi: KernelAbi) -> Fixture {
+    pub fn zoo(root: impl Into<PathBuf>, abi: Abi) -> Fixture {
         let mut f = Fixture::new(root, 4, abi);
         f.nvme(0, "SAMSUNG MZQL21T9HCJR-00A07", "S64GNE0R100001");
         f.nvme(1, "SAMSUNG MZQL21T9HCJR-00A07", "S64GNE0R100002");
