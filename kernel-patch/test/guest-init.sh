@@ -1,0 +1,265 @@
+#!/bin/sh
+# /init of the blkqos test guest (busybox). Prints one line per check:
+#   BLKQOS-CHECK PASS|FAIL <name> [detail]
+# and figures as BLKQOS-MEASURE <name> key=value..., then BLKQOS-DONE.
+# The mode comes from the kernel command line: blkqos.mode=psd (the
+# patched kernel) or blkqos.mode=nopsd (CONFIG_CPU_IDLE_PSD=n).
+
+export PATH=/bin:/sbin:/usr/bin:/usr/sbin
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev 2>/dev/null
+mount -t configfs configfs /sys/kernel/config
+mount -t debugfs debugfs /sys/kernel/debug
+mount -t tmpfs tmpfs /run
+mount -t tmpfs tmpfs /tmp
+
+MODE=$(sed -n 's/.*blkqos\.mode=\([a-z]*\).*/\1/p' /proc/cmdline)
+HOTPATH_IOS=$(sed -n 's/.*blkqos\.hotpath_ios=\([0-9]*\).*/\1/p' /proc/cmdline)
+: "${HOTPATH_IOS:=20000}"
+IOS=64			# I/Os per idle-selection phase
+SLOW_NS=1000000		# completion time that makes DEEP worth entering
+CPUIDLE=/sys/devices/system/cpu/cpuidle
+NULLB=/sys/kernel/config/nullb
+
+pass() { echo "BLKQOS-CHECK PASS $*"; }
+fail() { echo "BLKQOS-CHECK FAIL $*"; }
+measure() { echo "BLKQOS-MEASURE $*"; }
+expect() { # name condition-words... : pass when the test(1) expression holds
+	name=$1
+	shift
+	if [ "$@" ]; then pass "$name"; else fail "$name" "($*)"; fi
+}
+
+mknull() { # name attr=value...
+	d=$NULLB/$1
+	shift
+	mkdir "$d" || return 1
+	for kv in "$@"; do
+		echo "${kv#*=}" >"$d/${kv%%=*}" || return 1
+	done
+	echo 1 >"$d/power"
+}
+
+rmnull() {
+	echo 0 >"$NULLB/$1/power"
+	rmdir "$NULLB/$1"
+}
+
+# usage and time of the three states of a CPU: "u0 u1 u2 t0 t1 t2"
+cat >/bin/idle-snap <<'EOF'
+#!/bin/sh
+c=/sys/devices/system/cpu/cpu$1/cpuidle
+echo $(cat $c/state0/usage $c/state1/usage $c/state2/usage \
+	$c/state0/time $c/state1/time $c/state2/time)
+EOF
+chmod 0755 /bin/idle-snap
+snap() { idle-snap "$1"; }
+
+# field N of "after - before" for two snap lines
+delta() {
+	echo "$1 $2" | awk -v n="$3" '{ print $(n + 6) - $n }'
+}
+
+# QD1 4k random reads pinned to CPU1; prints "iops clat_mean_us p99_us max_us"
+fio_qd1() { # dev nr_ios [fio options]
+	dev=$1 ios=$2
+	shift 2
+	fio --name=qd1 --filename="/dev/$dev" --rw=randread --bs=4k \
+		--ioengine=psync --direct=1 --number_ios="$ios" --size=64m \
+		--cpus_allowed=1 --norandommap --randrepeat=1 "$@" \
+		--output-format=terse --terse-version=3 2>/tmp/fio.err |
+		tee /tmp/fio.out |
+		awk -F';' '$1 == 3 {
+			p99 = 0
+			for (i = 18; i <= 37; i++)
+				if ($i ~ /^99\.000000%=/) { split($i, a, "="); p99 = a[2] }
+			printf "%s %s %s %s\n", $8, $16, p99, $15
+		}'
+	if [ ! -s /tmp/fio.out ]; then
+		sed 's/^/fio: /' /tmp/fio.err >&2
+	fi
+}
+
+knob() { echo "/sys/block/$1/queue/cpu_lat_$2"; }
+
+check_knob_files() {
+	mknull nb0 queue_mode=2 irqmode=2 completion_nsec=$SLOW_NS \
+		submit_queues=2 || fail setup-nullb-mq
+
+	if [ "$MODE" = nopsd ]; then
+		expect knobs-absent-without-psd ! -e "$(knob nb0 limit_us)" -a \
+			! -e "$(knob nb0 timeout_ms)"
+		return
+	fi
+
+	expect limit-default "$(cat "$(knob nb0 limit_us)")" = -1
+	expect timeout-default "$(cat "$(knob nb0 timeout_ms)")" = 3
+	# brd is bio-based, as md, dm and NVMe multipath heads are
+	expect bio-queue-present -d /sys/block/ram0/queue
+	expect knobs-absent-on-bio-queue ! -e "$(knob ram0 limit_us)" -a \
+		! -e "$(knob ram0 timeout_ms)"
+
+	for attr in limit_us timeout_ms; do
+		f=$(knob nb0 $attr)
+		before=$(cat "$f")
+		for bad in "" abc 1.5 -2 100001 99999999999999999999 " 5" \
+			"5 " 0x10 - "1 2" 60001x; do
+			[ $attr = timeout_ms ] || [ "$bad" != 60001x ] || continue
+			if echo "$bad" >"$f" 2>/tmp/err; then
+				fail "reject-$attr" "'$bad' accepted"
+			elif ! grep -q "Invalid argument" /tmp/err; then
+				fail "reject-$attr" "'$bad': $(cat /tmp/err)"
+			elif [ "$(cat "$f")" != "$before" ]; then
+				fail "reject-$attr" "'$bad' changed the value"
+			else
+				pass "reject-$attr '$bad'"
+			fi
+		done
+	done
+	for bad in 0 -1 60001 4294967296; do
+		f=$(knob nb0 timeout_ms)
+		if echo $bad >"$f" 2>/dev/null; then
+			fail "reject-timeout_ms" "'$bad' accepted"
+		else
+			pass "reject-timeout_ms '$bad'"
+		fi
+	done
+	for good in 0 10 100000 -1; do
+		echo $good >"$(knob nb0 limit_us)"
+		expect "accept-limit_us $good" "$(cat "$(knob nb0 limit_us)")" = $good
+	done
+	for good in 1 60000 3; do
+		echo $good >"$(knob nb0 timeout_ms)"
+		expect "accept-timeout_ms $good" \
+			"$(cat "$(knob nb0 timeout_ms)")" = $good
+	done
+}
+
+# One phase: set the limit, run QD1 I/O on CPU1, report CPU1's state use.
+phase() { # governor limit nr_ios
+	echo "$2" >"$(knob nb0 limit_us)"
+	# count only while fio does I/O, not while it starts and exits
+	res=$(fio_qd1 nb0 "$3" --exec_prerun="sh -c 'idle-snap 1 >/tmp/pre'" \
+		--exec_postrun="sh -c 'idle-snap 1 >/tmp/post'")
+	before=$(cat /tmp/pre)
+	after=$(cat /tmp/post)
+	P_POLL=$(delta "$before" "$after" 1)
+	P_C1=$(delta "$before" "$after" 2)
+	P_DEEP=$(delta "$before" "$after" 3)
+	measure "idle gov=$1 limit=$2 ios=$3 poll=$P_POLL c1=$P_C1" \
+		"deep=$P_DEEP fio=$(echo $res | tr ' ' ,)"
+	echo -1 >"$(knob nb0 limit_us)"
+}
+
+# Deep-state time of CPU1 over one idle second, in per cent.
+idle_second() {
+	before=$(snap 1)
+	sleep 1
+	after=$(snap 1)
+	echo $(($(delta "$before" "$after" 6) / 10000))
+}
+
+check_governor() { # governor
+	g=$1
+	echo "$g" >$CPUIDLE/current_governor
+	expect "governor-$g" "$(cat $CPUIDLE/current_governor_ro)" = "$g"
+	echo 3 >"$(knob nb0 timeout_ms)"
+
+	phase "$g" -1 $IOS
+	off_c1=$P_C1 off_deep=$P_DEEP
+	phase "$g" 10 $IOS
+	lim_c1=$P_C1 lim_deep=$P_DEEP
+	sleep 0.1
+	lapse=$(idle_second)
+	phase "$g" 0 $IOS
+	zero_c1=$P_C1 zero_deep=$P_DEEP
+
+	few=$((IOS / 8))
+	if [ "$g" = haltpoll ]; then
+		# haltpoll only ever picks POLL or the first halt state
+		expect "$g-off-uses-c1" "$off_c1" -ge $few
+	else
+		expect "$g-off-enters-deep" "$off_deep" -ge $((IOS / 2))
+		expect "$g-limit10-no-deep" "$lim_deep" -le $few
+		expect "$g-limit10-uses-c1" "$lim_c1" -ge $((IOS / 2))
+	fi
+	expect "$g-limit0-no-c1" "$zero_c1" -le $few
+	expect "$g-limit0-no-deep" "$zero_deep" -le $few
+	measure "lapse gov=$g deep_pct=$lapse"
+	[ "$g" = haltpoll ] || expect "$g-deep-returns-after-timeout" "$lapse" -ge 80
+}
+
+check_hotplug() {
+	echo 10 >"$(knob nb0 limit_us)"
+	fio_qd1 nb0 8 >/dev/null
+	# CPU1 holds a live lease now
+	ok=1
+	for i in 1 2 3; do
+		echo 0 >/sys/devices/system/cpu/cpu1/online || ok=0
+		echo 1 >/sys/devices/system/cpu/cpu1/online || ok=0
+	done
+	expect cpu-offline-online-with-lease $ok = 1
+	res=$(fio_qd1 nb0 8)
+	expect io-after-hotplug -n "$res"
+	echo -1 >"$(knob nb0 limit_us)"
+	sleep 0.1
+	lapse=$(idle_second)
+	expect deep-returns-after-hotplug "$lapse" -ge 80
+}
+
+# blkqos itself against the guest's real sysfs
+check_blkqos() {
+	cat >/tmp/p.toml <<-EOF
+	[[rule]]
+	name = "nullb"
+	match = { name = "nb0" }
+	cpu_lat_limit_us = 20
+	cpu_lat_timeout_ms = 7
+	EOF
+	blkqos apply /tmp/p.toml >/tmp/out 2>&1
+	expect blkqos-apply $? = 0 -a "$(cat "$(knob nb0 limit_us)")" = 20 \
+		-a "$(cat "$(knob nb0 timeout_ms)")" = 7
+	blkqos verify /tmp/p.toml >>/tmp/out 2>&1
+	expect blkqos-verify $? = 0
+	echo 30 >"$(knob nb0 limit_us)"
+	blkqos verify /tmp/p.toml >>/tmp/out 2>&1
+	expect blkqos-verify-sees-drift $? -ne 0
+	blkqos restore >>/tmp/out 2>&1
+	expect blkqos-restore $? = 0 -a "$(cat "$(knob nb0 limit_us)")" = -1 \
+		-a "$(cat "$(knob nb0 timeout_ms)")" = 3
+	grep -q . /tmp/out && sed 's/^/blkqos: /' /tmp/out
+}
+
+# Hot-path cost: inline completion, the fio CPU never idles.
+hot_path() {
+	mknull hp queue_mode=2 irqmode=0 submit_queues=2 || fail setup-nullb-hp
+	fio_qd1 hp 2000 >/dev/null	# warm up
+	if [ "$MODE" = nopsd ]; then
+		measure "hotpath variant=nopsd $(fio_qd1 hp "$HOTPATH_IOS" | tr ' ' ,)"
+	else
+		measure "hotpath variant=off $(fio_qd1 hp "$HOTPATH_IOS" | tr ' ' ,)"
+		echo 10 >"$(knob hp limit_us)"
+		measure "hotpath variant=on $(fio_qd1 hp "$HOTPATH_IOS" | tr ' ' ,)"
+		echo -1 >"$(knob hp limit_us)"
+	fi
+	rmnull hp
+}
+
+expect idle-driver "$(cat $CPUIDLE/current_driver)" = blkqos_test
+check_knob_files
+if [ "$MODE" = psd ]; then
+	if [ -r /sys/kernel/debug/blkqos_test/clock_cost ]; then
+		measure "clock $(cat /sys/kernel/debug/blkqos_test/clock_cost)"
+	fi
+	for g in menu teo ladder haltpoll; do
+		check_governor $g
+	done
+	echo menu >$CPUIDLE/current_governor
+	check_hotplug
+	check_blkqos
+fi
+hot_path
+rmnull nb0
+echo BLKQOS-DONE
+poweroff -f
