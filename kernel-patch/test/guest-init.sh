@@ -2,8 +2,10 @@
 # /init of the blkqos test guest (busybox). Prints one line per check:
 #   BLKQOS-CHECK PASS|FAIL <name> [detail]
 # and figures as BLKQOS-MEASURE <name> key=value..., then BLKQOS-DONE.
-# The mode comes from the kernel command line: blkqos.mode=psd (the
-# patched kernel) or blkqos.mode=nopsd (CONFIG_CPU_IDLE_PSD=n).
+# Settings come from the kernel command line: blkqos.mode=psd (the
+# patched kernel) or blkqos.mode=nopsd (CONFIG_CPU_IDLE_PSD=n);
+# blkqos.only=hotpath skips the checks and only measures the hot path;
+# blkqos.hotpath_ios=N sets its I/O count.
 
 export PATH=/bin:/sbin:/usr/bin:/usr/sbin
 mount -t proc proc /proc
@@ -15,6 +17,7 @@ mount -t tmpfs tmpfs /run
 mount -t tmpfs tmpfs /tmp
 
 MODE=$(sed -n 's/.*blkqos\.mode=\([a-z]*\).*/\1/p' /proc/cmdline)
+ONLY=$(sed -n 's/.*blkqos\.only=\([a-z]*\).*/\1/p' /proc/cmdline)
 HOTPATH_IOS=$(sed -n 's/.*blkqos\.hotpath_ios=\([0-9]*\).*/\1/p' /proc/cmdline)
 : "${HOTPATH_IOS:=20000}"
 IOS=64			# I/Os per idle-selection phase
@@ -247,6 +250,11 @@ hot_path() {
 }
 
 expect idle-driver "$(cat $CPUIDLE/current_driver)" = blkqos_test
+if [ "$ONLY" = hotpath ]; then
+	hot_path
+	echo BLKQOS-DONE
+	reboot -f
+fi
 check_knob_files
 if [ "$MODE" = psd ]; then
 	if [ -r /sys/kernel/debug/blkqos_test/clock_cost ]; then
@@ -262,4 +270,4 @@ fi
 hot_path
 rmnull nb0
 echo BLKQOS-DONE
-poweroff -f
+reboot -f
