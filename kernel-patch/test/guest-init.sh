@@ -250,16 +250,20 @@ hot_path() {
 }
 
 expect idle-driver "$(cat $CPUIDLE/current_driver)" = blkqos_test
+clock_cost() {
+	f=/sys/kernel/debug/blkqos_test/clock_cost
+	[ ! -r $f ] || measure "clock $(cat $f)"
+}
+
 if [ "$ONLY" = hotpath ]; then
+	clock_cost
 	hot_path
 	echo BLKQOS-DONE
 	reboot -f
 fi
 check_knob_files
 if [ "$MODE" = psd ]; then
-	if [ -r /sys/kernel/debug/blkqos_test/clock_cost ]; then
-		measure "clock $(cat /sys/kernel/debug/blkqos_test/clock_cost)"
-	fi
+	clock_cost
 	for g in menu teo ladder haltpoll; do
 		check_governor $g
 	done
