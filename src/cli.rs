@@ -80,4 +80,24 @@ pub enum Command {
     },
     /// Which rule matches a device and why, and which queues it resolves to
     Explain { profile: PathBuf, device: String },
+    /// Hotplug entry point for the udev rule: apply PROFILE to the one disk
+    /// of the event (add, change) or put back what was saved for it (remove)
+    Udev {
+        /// The event's action; udev sets ACTION
+        #[arg(long, env = "ACTION")]
+        action: Option<String>,
+        /// The event's device path below the sysfs root; udev sets DEVPATH
+        #[arg(long, env = "DEVPATH")]
+        devpath: Option<String>,
+        #[arg(default_value = DEFAULT_PROFILE)]
+        profile: PathBuf,
+    },
+    /// Apply PROFILE to every present disk (what the boot unit runs)
+    Coldplug {
+        #[arg(default_value = DEFAULT_PROFILE)]
+        profile: PathBuf,
+    },
 }
+
+/// Where the package installs the profile the udev rule and the boot unit use.
+pub const DEFAULT_PROFILE: &str = "/etc/blkqos/blkqos.toml";

@@ -5,8 +5,9 @@ use crate::apply;
 use crate::backend::{Abi, knobs};
 use crate::discover::{self, Device, Inventory};
 use crate::error::{EXIT_FAILED, Error};
+use crate::hotplug::{self, Action};
 use crate::idle::{self, IdleState, format_cpus};
-use crate::plan::{self, Change, DevicePlan, Plan};
+use crate::plan::{self, Change, DevicePlan, Plan, PlanError};
 use crate::profile::Profile;
 use crate::report::{Document, Style, human_size, table, warnings};
 use crate::state::StateDir;
@@ -699,4 +700,31 @@ pub fn explain(
     }
     out.push_str(&warnings(st, &plan.warnings));
     Ok(0)
+}
+
+/// Entry point for `udev`: one event, one disk.
+pub fn udev(
+    ctx: &Ctx,
+    action: Option<&str>,
+    devpath: Option<&str>,
+    profile: &Path,
+    out: &mut String,
+) -> Result<u8, Error> {
+    let event =
+        hotplug::parse(&ctx.sysfs, action, devpath).map_err(|e| Error::Usage(e.to_string()))?;
+    let Some(event) = event else {
+        let _ = writeln!(out, "ignored: partitions are tuned through their disk");
+        return Ok(0);
+    };
+    let only = [event.name.clone()];
+    match event.action {
+        Action::Add | Action::Change => match apply(ctx, profile, false, false, &only, out) {
+            Err(Error::Plan(PlanError::NoSuchDevice(_))) => {
+                let _ = writeln!(out, "ignored: {} is not a disk blkqos manages", event.name);
+                Ok(0)
+            }
+            other => other,
+        },
+        Action::Remove => restore(ctx, false, &only, out),
+    }
 }

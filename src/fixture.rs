@@ -211,6 +211,7 @@ impl Fixture {
         }
         self.link(&format!("block/{name}"), dir);
         self.link(&format!("class/block/{name}"), dir);
+        self.link(&format!("{dir}/subsystem"), "class/block");
         name
     }
 
@@ -233,6 +234,7 @@ impl Fixture {
         );
         fs::create_dir_all(self.root.join(format!("{dir}/holders")))
             .unwrap_or_else(|e| panic!("mkdir: {e}"));
+        self.link(&format!("{dir}/subsystem"), "class/block");
         self.link(&format!("class/block/{name}"), &dir);
         name
     }

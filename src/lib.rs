@@ -8,6 +8,7 @@ pub mod commands;
 pub mod discover;
 pub mod error;
 pub mod fixture;
+pub mod hotplug;
 pub mod idle;
 pub mod matcher;
 pub mod plan;

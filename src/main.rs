@@ -28,6 +28,20 @@ fn main() -> ExitCode {
         Command::Restore { json, devices } => commands::restore(&ctx, *json, devices, &mut out),
         Command::Status { json } => commands::status(&ctx, *json, &mut out),
         Command::Explain { profile, device } => commands::explain(&ctx, profile, device, &mut out),
+        Command::Udev {
+            action,
+            devpath,
+            profile,
+        } => commands::udev(
+            &ctx,
+            action.as_deref(),
+            devpath.as_deref(),
+            profile,
+            &mut out,
+        ),
+        Command::Coldplug { profile } => {
+            commands::apply(&ctx, profile, false, false, &[], &mut out)
+        }
     };
     // A closed pipe (`blkqos list | head`) is a normal end, not an error.
     let printed = std::io::stdout().lock().write_all(out.as_bytes());

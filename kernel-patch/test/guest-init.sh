@@ -231,6 +231,16 @@ check_blkqos() {
 	blkqos restore >>/tmp/out 2>&1
 	expect blkqos-restore $? = 0 -a "$(cat "$(knob nb0 limit_us)")" = -1 \
 		-a "$(cat "$(knob nb0 timeout_ms)")" = 3
+	# the hotplug path, with the device path udev would give
+	dp=$(readlink -f /sys/block/nb0)
+	dp=${dp#/sys}
+	ACTION=add DEVPATH=$dp blkqos udev /tmp/p.toml >>/tmp/out 2>&1
+	expect blkqos-udev-add $? = 0 -a "$(cat "$(knob nb0 limit_us)")" = 20
+	blkqos udev --action add --devpath "$dp/../../../.." /tmp/p.toml \
+		>>/tmp/out 2>&1
+	expect blkqos-udev-refuses-escape $? = 2
+	ACTION=remove DEVPATH=$dp blkqos udev /tmp/p.toml >>/tmp/out 2>&1
+	expect blkqos-udev-remove $? = 0 -a "$(cat "$(knob nb0 limit_us)")" = -1
 	grep -q . /tmp/out && sed 's/^/blkqos: /' /tmp/out
 }
 

@@ -1,0 +1,162 @@
+//! `blkqos udev` (one event, from udev's environment) and `blkqos coldplug`.
+
+mod common;
+use blkqos::backend::Abi;
+use common::{Env, NVME_AUTO};
+
+fn devpath(env: &Env, name: &str) -> String {
+    format!("/{}", env.fx.dir_of(name))
+}
+
+const LIMIT: &str = "queue/cpu_lat_limit_us";
+
+fn limit(env: &Env, disk: &str) -> String {
+    env.get(&format!("block/{disk}/{LIMIT}"))
+}
+
+#[test]
+fn add_event_from_udev_environment_tunes_that_disk_only() {
+    let env = Env::zoo(Abi::Queue);
+    let p = env.profile("p.toml", NVME_AUTO);
+    let out = env
+        .cmd()
+        .args(["udev", p.to_str().unwrap()])
+        .env("ACTION", "add")
+        .env("DEVPATH", devpath(&env, "nvme1n1"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(limit(&env, "nvme1n1"), "4");
+    assert_eq!(
+        limit(&env, "nvme0n1"),
+        "-1",
+        "other disks wait for their own event"
+    );
+    let state = env.state_json();
+    assert_eq!(state["rules"]["nvme1n1"], "nvme");
+    assert_eq!(state["saved"].as_object().unwrap().len(), 1);
+}
+
+#[test]
+fn stacked_disk_event_tunes_its_members_and_remove_puts_them_back() {
+    let env = Env::zoo(Abi::Queue);
+    let p = env.profile(
+        "p.toml",
+        r#"
+[[rule]]
+name = "raid"
+match = { name = "md*" }
+cpu_lat_limit_us = 2
+"#,
+    );
+    let dp = devpath(&env, "md0");
+    let r = env.run(&[
+        "udev",
+        "--action",
+        "add",
+        "--devpath",
+        &dp,
+        p.to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(limit(&env, "nvme2n1"), "2");
+    assert_eq!(limit(&env, "nvme3n1"), "2");
+
+    let r = env.run(&[
+        "udev",
+        "--action",
+        "remove",
+        "--devpath",
+        &dp,
+        p.to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(limit(&env, "nvme2n1"), "-1");
+    assert_eq!(limit(&env, "nvme3n1"), "-1");
+    let state = env.state_json();
+    assert!(state["saved"].as_object().unwrap().is_empty(), "{state}");
+    assert!(state["rules"].as_object().unwrap().is_empty(), "{state}");
+}
+
+#[test]
+fn remove_of_a_vanished_disk_forgets_its_saved_values() {
+    let env = Env::zoo(Abi::Queue);
+    let p = env.profile("p.toml", NVME_AUTO);
+    let dp = devpath(&env, "nvme0n1");
+    let r = env.run(&[
+        "udev",
+        "--action",
+        "change",
+        "--devpath",
+        &dp,
+        p.to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    std::fs::remove_dir_all(env.fx.root().join(env.fx.dir_of("nvme0n1"))).unwrap();
+    std::fs::remove_file(env.fx.root().join("block/nvme0n1")).unwrap();
+    let r = env.run(&[
+        "udev",
+        "--action",
+        "remove",
+        "--devpath",
+        &dp,
+        p.to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(env.state_json()["saved"].as_object().unwrap().is_empty());
+}
+
+#[test]
+fn partitions_are_ignored_and_hostile_events_refused_without_writing() {
+    let env = Env::zoo(Abi::Queue);
+    let p = env.profile("p.toml", NVME_AUTO);
+    let before = env.snapshot();
+    let part = devpath(&env, "sda1");
+    let r = env.run(&[
+        "udev",
+        "--action",
+        "add",
+        "--devpath",
+        &part,
+        p.to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("ignored"), "{}", r.stdout);
+
+    let outside = format!("{}/../../../../../etc", devpath(&env, "nvme0n1"));
+    for (action, dp) in [
+        ("add", "/devices/../../etc"),
+        ("add", outside.as_str()),
+        ("add", "/sys/block/nvme0n1"),
+        ("bind", part.as_str()),
+        ("remove", "/devices/virtual/block/$(reboot)"),
+    ] {
+        let r = env.run(&[
+            "udev",
+            "--action",
+            action,
+            "--devpath",
+            dp,
+            p.to_str().unwrap(),
+        ]);
+        assert_eq!(r.code, 2, "{action} {dp}: {}", r.stderr);
+        assert!(r.stderr.contains("blkqos: error:"), "{}", r.stderr);
+    }
+    assert_eq!(env.snapshot(), before, "nothing written");
+    assert!(!env.state.exists(), "no state created");
+}
+
+#[test]
+fn coldplug_tunes_every_present_disk() {
+    let env = Env::zoo(Abi::Queue);
+    let p = env.profile("p.toml", NVME_AUTO);
+    let r = env.run(&["coldplug", p.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    for d in ["nvme0n1", "nvme1n1", "nvme2n1", "nvme3n1"] {
+        assert_eq!(limit(&env, d), "4", "{d}");
+    }
+}
