@@ -3,8 +3,9 @@
 
 Usage: bench/apply_cost.py [N ...]   (default: 1 1000)
 Needs GNU time (apt-get install time). Builds the release binary and the fixture tool, then for each N times
-`apply --dry-run`, the first `apply` (N writes), a no-op second `apply`, and
-`restore`, each the median of --runs runs. Prints a Markdown table.
+`apply --dry-run`, the first `apply` (N writes), a no-op second `apply`,
+`restore`, and one `udev` add and remove event for one of the N disks, each
+the median of --runs runs. Prints a Markdown table.
 """
 import argparse
 import os
@@ -36,11 +37,18 @@ def measure_case(n, runs):
         sysfs, state = os.path.join(tmp, "sys"), os.path.join(tmp, "state")
         subprocess.run([MKFIX, sysfs, f"nvme:{n}", "queue"], check=True)
         base = [BIN, "--sysfs", sysfs, "--state-dir", state]
+        devpath = os.path.realpath(os.path.join(sysfs, "class/block/nvme0n1"))[len(os.path.realpath(sysfs)):]
+
+        def udev(action):
+            return base + ["udev", "--action", action, "--devpath", devpath, PROFILE]
+
         cases = [
             ("apply --dry-run", base + ["apply", PROFILE, "--dry-run", "--json"], None),
             ("apply (writes)", base + ["apply", PROFILE, "--json"], base + ["restore"]),
             ("apply (no-op)", base + ["apply", PROFILE, "--json"], None),
             ("restore", base + ["restore", "--json"], base + ["apply", PROFILE]),
+            ("udev add (one event)", udev("add"), base + ["restore"]),
+            ("udev remove (one event)", udev("remove"), udev("add")),
         ]
         for name, cmd, reset in cases:
             walls, rss = [], []

@@ -3,6 +3,7 @@
 
 use crate::apply;
 use crate::backend::{Abi, knobs};
+use crate::conflicts;
 use crate::discover::{self, Device, Inventory};
 use crate::error::{EXIT_FAILED, Error};
 use crate::hotplug::{self, Action};
@@ -454,7 +455,16 @@ pub fn status(ctx: &Ctx, json: bool, out: &mut String) -> Result<u8, Error> {
             cpus: cpu_status,
         });
     }
-    let warn = inv.warnings.clone();
+    let mut warn = inv.warnings.clone();
+    let mut found = conflicts::in_sysfs(&ctx.sysfs, &state);
+    if ctx.sysfs.is_live() {
+        found.extend(conflicts::on_host(
+            Path::new("/etc"),
+            Path::new("/usr/lib"),
+            Path::new("/proc"),
+        ));
+    }
+    warn.extend(found.into_iter().map(|c| format!("conflict: {c}")));
     if json {
         out.push_str(&doc("status", false, false, &devices, &warn, None));
         return Ok(0);

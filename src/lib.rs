@@ -5,6 +5,7 @@ pub mod apply;
 pub mod backend;
 pub mod cli;
 pub mod commands;
+pub mod conflicts;
 pub mod discover;
 pub mod error;
 pub mod fixture;

@@ -1,0 +1,211 @@
+//! Settings outside blkqos that fight or override it, reported by `status`:
+//! idle states disabled by hand, per-CPU resume latencies blkqos did not
+//! write, holders of /dev/cpu_dma_latency, and udev rules or a TuneD
+//! profile that set the same things.
+
+use crate::idle;
+use crate::state::State;
+use crate::sysfs::Sysfs;
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::Path;
+
+/// Attributes another tool might set too.
+const WATCHED: [&str; 3] = [
+    "cpu_lat_limit_us",
+    "cpu_lat_timeout_ms",
+    "pm_qos_resume_latency_us",
+];
+
+/// What the sysfs tree shows: idle states switched off and per-CPU resume
+/// latencies that are not blkqos's own.
+pub fn in_sysfs(sysfs: &Sysfs, state: &State) -> Vec<String> {
+    let mut disabled: BTreeMap<String, Vec<u32>> = BTreeMap::new();
+    let mut found = Vec::new();
+    for cpu_dir in sysfs.list("devices/system/cpu") {
+        let Some(cpu) = cpu_dir
+            .strip_prefix("cpu")
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        for s in idle::cpu_states(sysfs, cpu) {
+            if s.disabled {
+                disabled.entry(s.name.clone()).or_default().push(cpu);
+            }
+        }
+        let path = idle::cpu_resume_latency_path(cpu);
+        if let Some(v) = sysfs
+            .attr(&path)
+            .filter(|v| v != "0" && !state.saved.contains_key(&path))
+        {
+            found.push(format!(
+                "cpu{cpu}: pm_qos_resume_latency_us = {v} was set outside blkqos \
+                 (a static limit on that CPU)"
+            ));
+        }
+    }
+    for (name, cpus) in disabled {
+        found.insert(
+            0,
+            format!(
+                "idle state {name} is disabled by hand on cpu {}: those CPUs never \
+                 enter it, whatever blkqos sets",
+                idle::format_cpus(&cpus)
+            ),
+        );
+    }
+    found
+}
+
+/// What the host shows: processes holding /dev/cpu_dma_latency (a global
+/// limit for as long as they keep it open), other udev rules that write the
+/// watched attributes, and a TuneD profile that forces a latency.
+pub fn on_host(etc: &Path, lib: &Path, proc: &Path) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in read_dir(proc) {
+        let pid = entry.file_name().to_string_lossy().into_owned();
+        if !pid.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        let holds = read_dir(&entry.path().join("fd")).iter().any(|fd| {
+            fs::read_link(fd.path()).is_ok_and(|t| t == Path::new("/dev/cpu_dma_latency"))
+        });
+        if holds {
+            let comm = fs::read_to_string(entry.path().join("comm")).unwrap_or_default();
+            found.push(format!(
+                "pid {pid} ({}) holds /dev/cpu_dma_latency: a global limit on every CPU \
+                 while it stays open",
+                comm.trim()
+            ));
+        }
+    }
+    for dir in [etc.join("udev/rules.d"), lib.join("udev/rules.d")] {
+        for rule in read_dir(&dir) {
+            let name = rule.file_name().to_string_lossy().into_owned();
+            if !name.ends_with(".rules") || name == "90-blkqos.rules" {
+                continue;
+            }
+            let text = fs::read_to_string(rule.path()).unwrap_or_default();
+            for attr in WATCHED.iter().filter(|a| text.contains(*a)) {
+                found.push(format!(
+                    "{}: another udev rule sets {attr}",
+                    rule.path().display()
+                ));
+            }
+        }
+    }
+    if let Ok(active) = fs::read_to_string(etc.join("tuned/active_profile")) {
+        for profile in active.split_whitespace() {
+            let conf = [
+                etc.join("tuned").join(profile).join("tuned.conf"),
+                lib.join("tuned").join(profile).join("tuned.conf"),
+            ]
+            .into_iter()
+            .find_map(|p| fs::read_to_string(p).ok())
+            .unwrap_or_default();
+            if conf
+                .lines()
+                .any(|l| l.trim_start().starts_with("force_latency"))
+            {
+                found.push(format!(
+                    "TuneD profile {profile} sets force_latency: it holds \
+                     /dev/cpu_dma_latency for every CPU"
+                ));
+            }
+        }
+    }
+    found
+}
+
+fn read_dir(dir: &Path) -> Vec<fs::DirEntry> {
+    let mut v: Vec<fs::DirEntry> = fs::read_dir(dir)
+        .map(|d| d.flatten().collect())
+        .unwrap_or_default();
+    v.sort_by_key(|e| e.file_name());
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::Abi;
+    use crate::fixture::Fixture;
+    use std::os::unix::fs::symlink;
+
+    #[test]
+    fn disabled_states_and_foreign_resume_latency_are_reported() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let f = Fixture::new(dir.path(), 4, Abi::Queue);
+        let sysfs = Sysfs::new(dir.path());
+        let mut state = State::default();
+        assert!(in_sysfs(&sysfs, &state).is_empty(), "a clean tree is clean");
+
+        let states = sysfs.list("devices/system/cpu/cpu2/cpuidle");
+        let deepest = states.last().expect("idle states");
+        for cpu in [2, 3] {
+            f.put(
+                &format!("devices/system/cpu/cpu{cpu}/cpuidle/{deepest}/disable"),
+                "1",
+            );
+        }
+        let p1 = idle::cpu_resume_latency_path(1);
+        let p0 = idle::cpu_resume_latency_path(0);
+        f.put(&p1, "10");
+        f.put(&p0, "n/a");
+        state.saved.insert(
+            p0,
+            crate::state::Saved {
+                original: "0".into(),
+                owners: ["nvme0n1".to_string()].into(),
+            },
+        );
+        let found = in_sysfs(&sysfs, &state);
+        assert_eq!(found.len(), 2, "{found:?}");
+        assert!(
+            found[0].contains("disabled by hand on cpu 2-3"),
+            "{found:?}"
+        );
+        assert!(found[1].starts_with("cpu1: pm_qos_resume_latency_us = 10"));
+    }
+
+    #[test]
+    fn host_holders_rules_and_tuned_are_reported() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (etc, lib, proc) = (
+            dir.path().join("etc"),
+            dir.path().join("lib"),
+            dir.path().join("proc"),
+        );
+        let put = |p: &Path, text: &str| {
+            fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+            fs::write(p, text).expect("write");
+        };
+        assert!(on_host(&etc, &lib, &proc).is_empty());
+
+        put(&proc.join("4242/comm"), "latencyd\n");
+        fs::create_dir_all(proc.join("4242/fd")).expect("mkdir");
+        symlink("/dev/cpu_dma_latency", proc.join("4242/fd/3")).expect("ln");
+        put(&proc.join("77/comm"), "bash\n");
+        fs::create_dir_all(proc.join("77/fd")).expect("mkdir");
+        symlink("/dev/null", proc.join("77/fd/0")).expect("ln");
+        put(
+            &etc.join("udev/rules.d/60-nvme.rules"),
+            "ACTION==\"add\", ATTR{queue/cpu_lat_limit_us}=\"0\"\n",
+        );
+        put(
+            &lib.join("udev/rules.d/90-blkqos.rules"),
+            "RUN+=\"blkqos udev\" # cpu_lat_limit_us\n",
+        );
+        put(&etc.join("tuned/active_profile"), "latency-performance\n");
+        put(
+            &lib.join("tuned/latency-performance/tuned.conf"),
+            "[cpu]\nforce_latency=cstate.id_no_zero:1|3\n",
+        );
+        let found = on_host(&etc, &lib, &proc);
+        assert_eq!(found.len(), 3, "{found:?}");
+        assert!(found[0].starts_with("pid 4242 (latencyd) holds"));
+        assert!(found[1].contains("60-nvme.rules: another udev rule sets cpu_lat_limit_us"));
+        assert!(found[2].starts_with("TuneD profile latency-performance"));
+    }
+}
