@@ -244,6 +244,56 @@ check_blkqos() {
 	grep -q . /tmp/out && sed 's/^/blkqos: /' /tmp/out
 }
 
+# The hotplug path end to end: a real systemd-udevd runs the project's
+# rule, which runs blkqos udev for every disk that comes and goes.
+check_udevd() {
+	mkdir -p /etc/blkqos /run/udev
+	cat >/etc/blkqos/blkqos.toml <<-EOF
+	[[rule]]
+	name = "hotplug"
+	match = { name = "ud*" }
+	cpu_lat_limit_us = 15
+	cpu_lat_timeout_ms = 9
+	EOF
+	systemd-udevd --daemon --resolve-names=never 2>/tmp/udevd.err ||
+		fail udevd-start "$(cat /tmp/udevd.err)"
+	udevadm settle -t 30
+	n=50
+	i=0
+	while [ $i -lt $n ]; do
+		mknull ud$i queue_mode=2 irqmode=0 || fail "setup-ud$i"
+		i=$((i + 1))
+	done
+	udevadm settle -t 120
+	tuned=0
+	for d in /sys/block/ud*; do
+		[ "$(cat $d/queue/cpu_lat_limit_us)" = 15 ] &&
+			[ "$(cat $d/queue/cpu_lat_timeout_ms)" = 9 ] &&
+			tuned=$((tuned + 1))
+	done
+	expect "udevd-add-tunes-all $tuned/$n" $tuned = $n
+	blkqos verify /etc/blkqos/blkqos.toml >/dev/null 2>&1
+	expect udevd-state-verifies $? = 0
+	saved=$(grep -o '"block/ud[0-9]*/queue/cpu_lat_limit_us"' \
+		/run/blkqos/state.json | sort -u | wc -l)
+	expect "udevd-state-has-every-original $saved/$n" "$saved" = $n
+
+	echo 30 >/sys/block/ud3/queue/cpu_lat_limit_us
+	udevadm trigger --action=change --subsystem-match=block
+	udevadm settle -t 120
+	expect udevd-change-reapplies "$(cat /sys/block/ud3/queue/cpu_lat_limit_us)" = 15
+
+	i=0
+	while [ $i -lt $n ]; do
+		rmnull ud$i
+		i=$((i + 1))
+	done
+	udevadm settle -t 120
+	left=$(grep -c '"block/ud' /run/blkqos/state.json)
+	expect "udevd-remove-forgets $left" "$left" = 0
+	udevadm control --exit
+}
+
 # Hot-path cost: inline completion, the fio CPU never idles.
 hot_path() {
 	mknull hp queue_mode=2 irqmode=0 submit_queues=2 || fail setup-nullb-hp
@@ -280,6 +330,7 @@ if [ "$MODE" = psd ]; then
 	echo menu >$CPUIDLE/current_governor
 	check_hotplug
 	check_blkqos
+	check_udevd
 fi
 hot_path
 rmnull nb0
