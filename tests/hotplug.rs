@@ -2,13 +2,26 @@
 
 mod common;
 use blkqos::backend::Abi;
-use common::{Env, NVME_AUTO};
+use common::{Env, NVME_AUTO, Run};
+use std::path::Path;
 
 fn devpath(env: &Env, name: &str) -> String {
     format!("/{}", env.fx.dir_of(name))
 }
 
 const LIMIT: &str = "queue/cpu_lat_limit_us";
+
+/// One `blkqos udev` event, given by flags.
+fn udev(env: &Env, action: &str, devpath: &str, profile: &Path) -> Run {
+    env.run(&[
+        "udev",
+        "--action",
+        action,
+        "--devpath",
+        devpath,
+        profile.to_str().unwrap(),
+    ])
+}
 
 fn limit(env: &Env, disk: &str) -> String {
     env.get(&format!("block/{disk}/{LIMIT}"))
@@ -54,26 +67,12 @@ cpu_lat_limit_us = 2
 "#,
     );
     let dp = devpath(&env, "md0");
-    let r = env.run(&[
-        "udev",
-        "--action",
-        "add",
-        "--devpath",
-        &dp,
-        p.to_str().unwrap(),
-    ]);
+    let r = udev(&env, "add", &dp, &p);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(limit(&env, "nvme2n1"), "2");
     assert_eq!(limit(&env, "nvme3n1"), "2");
 
-    let r = env.run(&[
-        "udev",
-        "--action",
-        "remove",
-        "--devpath",
-        &dp,
-        p.to_str().unwrap(),
-    ]);
+    let r = udev(&env, "remove", &dp, &p);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(limit(&env, "nvme2n1"), "-1");
     assert_eq!(limit(&env, "nvme3n1"), "-1");
@@ -87,25 +86,11 @@ fn remove_of_a_vanished_disk_forgets_its_saved_values() {
     let env = Env::zoo(Abi::Queue);
     let p = env.profile("p.toml", NVME_AUTO);
     let dp = devpath(&env, "nvme0n1");
-    let r = env.run(&[
-        "udev",
-        "--action",
-        "change",
-        "--devpath",
-        &dp,
-        p.to_str().unwrap(),
-    ]);
+    let r = udev(&env, "change", &dp, &p);
     assert_eq!(r.code, 0, "{}", r.stderr);
     std::fs::remove_dir_all(env.fx.root().join(env.fx.dir_of("nvme0n1"))).unwrap();
     std::fs::remove_file(env.fx.root().join("block/nvme0n1")).unwrap();
-    let r = env.run(&[
-        "udev",
-        "--action",
-        "remove",
-        "--devpath",
-        &dp,
-        p.to_str().unwrap(),
-    ]);
+    let r = udev(&env, "remove", &dp, &p);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(env.state_json()["saved"].as_object().unwrap().is_empty());
 }
@@ -116,14 +101,7 @@ fn partitions_are_ignored_and_hostile_events_refused_without_writing() {
     let p = env.profile("p.toml", NVME_AUTO);
     let before = env.snapshot();
     let part = devpath(&env, "sda1");
-    let r = env.run(&[
-        "udev",
-        "--action",
-        "add",
-        "--devpath",
-        &part,
-        p.to_str().unwrap(),
-    ]);
+    let r = udev(&env, "add", &part, &p);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(r.stdout.contains("ignored"), "{}", r.stdout);
 
@@ -135,14 +113,7 @@ fn partitions_are_ignored_and_hostile_events_refused_without_writing() {
         ("bind", part.as_str()),
         ("remove", "/devices/virtual/block/$(reboot)"),
     ] {
-        let r = env.run(&[
-            "udev",
-            "--action",
-            action,
-            "--devpath",
-            dp,
-            p.to_str().unwrap(),
-        ]);
+        let r = udev(&env, action, dp, &p);
         assert_eq!(r.code, 2, "{action} {dp}: {}", r.stderr);
         assert!(r.stderr.contains("blkqos: error:"), "{}", r.stderr);
     }
