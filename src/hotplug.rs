@@ -51,7 +51,6 @@ pub fn parse(
     if devpath.len() > 4096 {
         return Err(bad("too long"));
     }
-    let mut parts = Vec::new();
     for part in rel.split('/') {
         if part.is_empty() || part == "." || part == ".." {
             return Err(bad("empty, '.' or '..' component"));
@@ -59,9 +58,9 @@ pub fn parse(
         if !part.bytes().all(|b| b.is_ascii_graphic() && b != b'\\') {
             return Err(bad("unexpected character"));
         }
-        parts.push(part);
     }
-    let name = parts.last().copied().ok_or_else(|| bad("no device name"))?;
+    // split() yields at least one part and none is empty (checked above)
+    let name = rel.rsplit('/').next().unwrap_or(rel);
     if !is_kernel_name(name) {
         return Err(bad("not a block device name"));
     }

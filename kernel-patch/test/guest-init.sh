@@ -57,7 +57,6 @@ echo $(cat $c/state0/usage $c/state1/usage $c/state2/usage \
 	$c/state0/time $c/state1/time $c/state2/time)
 EOF
 chmod 0755 /bin/idle-snap
-snap() { idle-snap "$1"; }
 
 # field N of "after - before" for two snap lines
 delta() {
@@ -157,9 +156,9 @@ phase() { # governor limit nr_ios
 
 # Deep-state time of CPU1 over one idle second, in per cent.
 idle_second() {
-	before=$(snap 1)
+	before=$(idle-snap 1)
 	sleep 1
-	after=$(snap 1)
+	after=$(idle-snap 1)
 	echo $(($(delta "$before" "$after" 6) / 10000))
 }
 
