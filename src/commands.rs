@@ -28,6 +28,16 @@ fn scan(ctx: &Ctx) -> Inventory {
     discover::scan(&ctx.sysfs)
 }
 
+/// Every disk, or (for `--device` and udev events) only the named ones and
+/// the disks stacked with them: the plan for the named ones is the same.
+fn scan_for(ctx: &Ctx, only: &[String]) -> Inventory {
+    if only.is_empty() {
+        scan(ctx)
+    } else {
+        discover::scan_around(&ctx.sysfs, only)
+    }
+}
+
 /// The knob values of a request-based disk, as the kernel reports them.
 #[derive(Serialize)]
 struct Knobs {
@@ -127,7 +137,7 @@ pub fn check(profile: &Path, out: &mut String) -> Result<u8, Error> {
 }
 
 fn build_plan(ctx: &Ctx, profile: &Profile, only: &[String]) -> Result<Plan, Error> {
-    let inv = scan(ctx);
+    let inv = scan_for(ctx, only);
     let mut plan = plan::build(profile, &inv, &ctx.sysfs, only)?;
     let mut w = inv.warnings.clone();
     w.append(&mut plan.warnings);
@@ -324,7 +334,7 @@ pub fn verify(ctx: &Ctx, profile: &Path, json: bool, out: &mut String) -> Result
 
 /// Entry point for `restore`.
 pub fn restore(ctx: &Ctx, json: bool, only: &[String], out: &mut String) -> Result<u8, Error> {
-    let inv = scan(ctx);
+    let inv = scan_for(ctx, only);
     let mut locked = ctx.state.lock()?;
     let rules = locked.state.rules.clone();
     let restored = apply::restore(&ctx.sysfs, &mut locked, &inv, only)?;

@@ -144,3 +144,68 @@ fn sysfs_root_comes_from_the_environment_too() {
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
     device(&doc, "md0");
 }
+
+/// One udev event scans only the disk and what is stacked with it; for that
+/// disk the devices and the plan must be exactly what a full scan gives.
+#[test]
+fn scanning_around_one_disk_agrees_with_the_full_scan() {
+    use blkqos::discover::{scan, scan_around};
+    use blkqos::profile::Profile;
+    use blkqos::sysfs::Sysfs;
+    let env = Env::zoo(Abi::Queue);
+    let sysfs = Sysfs::new(env.fx.root());
+    let profile = Profile::parse(
+        std::path::Path::new("p.toml"),
+        r#"
+[[rule]]
+name = "raid"
+match = { name = ["md*", "dm-*"] }
+cpu_lat_limit_us = 2
+cpu_lat_timeout_ms = 10
+[[rule]]
+name = "rest"
+match = { name = "*" }
+cpu_lat_limit_us = 30
+"#,
+    )
+    .unwrap();
+    let full = scan(&sysfs);
+    fn json<T: serde::Serialize>(v: &T) -> Value {
+        serde_json::to_value(v).unwrap()
+    }
+    for d in &full.devices {
+        let only = [d.name.clone()];
+        let around = scan_around(&sysfs, &only);
+        let mut needed: Vec<&str> = vec![&d.name];
+        needed.extend(d.targets.iter().map(String::as_str));
+        needed.extend(d.holders.iter().map(String::as_str));
+        for n in needed {
+            let (a, f) = (around.get(n), full.get(n));
+            assert!(a.is_some(), "{}: {n} not scanned", d.name);
+            assert_eq!(json(&a), json(&f), "{}: {n} differs", d.name);
+        }
+        let plan = |inv| blkqos::plan::build(&profile, inv, &sysfs, &only).unwrap();
+        let (a, f) = (plan(&around), plan(&full));
+        assert_eq!(json(&a.devices), json(&f.devices), "plan for {}", d.name);
+        // The full scan also warns about disks outside the event's stack.
+        assert!(a.warnings.iter().all(|w| f.warnings.contains(w)));
+    }
+    // The member of md0 pulls in md0 (its rule lands on the member's queue)
+    // and md0's other member; nothing else.
+    let names = |inv: &blkqos::discover::Inventory| -> Vec<String> {
+        inv.devices.iter().map(|d| d.name.clone()).collect()
+    };
+    assert_eq!(
+        names(&scan_around(&sysfs, &["nvme2n1".into()])),
+        ["md0", "nvme2n1", "nvme3n1"]
+    );
+    assert_eq!(
+        names(&scan_around(&sysfs, &["nvme4c5n1".into()])),
+        ["nvme4c4n1", "nvme4c5n1", "nvme4n1"]
+    );
+    assert_eq!(
+        names(&scan_around(&sysfs, &["sda".into()])),
+        ["dm-0", "sda"]
+    );
+    assert!(scan_around(&sysfs, &["gone".into()]).devices.is_empty());
+}
