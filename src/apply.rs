@@ -40,6 +40,7 @@ fn transaction(sysfs: &Sysfs, changes: &[Change]) -> Result<Written, ApplyError>
     let mut done: Vec<&Change> = Vec::new();
     let mut out = Written::default();
     for c in changes {
+        log::debug!("write {} = {} (was {})", c.path, c.after, c.before);
         let failure = match sysfs.write(&c.path, &c.after) {
             Err(e) if is_vanished(&e) => {
                 out.vanished.push(c.path.clone());
@@ -61,6 +62,7 @@ fn transaction(sysfs: &Sysfs, changes: &[Change]) -> Result<Written, ApplyError>
         if let Some(cause) = failure {
             let mut rollback_failures = Vec::new();
             for w in done.iter().rev() {
+                log::debug!("roll back {} = {}", w.path, w.before);
                 match sysfs.write(&w.path, &w.before) {
                     Ok(()) => {}
                     Err(e) if is_vanished(&e) => {}
@@ -187,6 +189,7 @@ pub fn restore(
         Some(s) => next.rules.retain(|d, _| !s.contains(d)),
         None => next.rules.clear(),
     }
+    let forgotten = locked.state.saved.len() - next.saved.len();
     let written = transaction(sysfs, &changes)?;
     warnings.extend(
         written
@@ -201,12 +204,15 @@ pub fn restore(
     Ok(Restored {
         changes: written.changes,
         warnings,
+        forgotten,
     })
 }
 
 pub struct Restored {
     pub changes: Vec<Change>,
     pub warnings: Vec<String>,
+    /// Saved values dropped from the state (put back or gone).
+    pub forgotten: usize,
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! Command-line definitions: what the user typed. Everything below this
 //! module works with the parsed values, never with strings from argv.
 
+use crate::logging::Target;
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 
@@ -34,8 +35,54 @@ pub struct Cli {
     )]
     pub state_dir: PathBuf,
 
+    /// More detail on stderr: each write, what was scanned (-vv: more still)
+    #[arg(short, long, global = true, action = clap::ArgAction::Count, conflicts_with = "quiet")]
+    pub verbose: u8,
+
+    /// Print errors only; --json output is still printed
+    #[arg(short, long, global = true)]
+    pub quiet: bool,
+
+    /// Where messages go
+    #[arg(
+        long,
+        global = true,
+        env = "BLKQOS_LOG",
+        value_enum,
+        default_value_t = Target::Auto,
+        value_name = "TARGET"
+    )]
+    pub log: Target,
+
     #[command(subcommand)]
     pub command: Command,
+}
+
+impl Cli {
+    pub fn log_level(&self) -> log::LevelFilter {
+        match (self.quiet, self.verbose) {
+            (true, _) => log::LevelFilter::Error,
+            (false, 0) => log::LevelFilter::Info,
+            (false, 1) => log::LevelFilter::Debug,
+            (false, _) => log::LevelFilter::Trace,
+        }
+    }
+
+    /// Whether messages go to syslog: `udev` and `coldplug` run from udev and
+    /// systemd, where nobody reads stderr; a person trying them at a
+    /// terminal reads it.
+    pub fn logs_to_syslog(&self, stderr_is_terminal: bool) -> bool {
+        match self.log {
+            Target::Stderr => false,
+            Target::Syslog => true,
+            Target::Auto => {
+                matches!(
+                    self.command,
+                    Command::Udev { .. } | Command::Coldplug { .. }
+                ) && !stderr_is_terminal
+            }
+        }
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -101,3 +148,36 @@ pub enum Command {
 
 /// Where the package installs the profile the udev rule and the boot unit use.
 pub const DEFAULT_PROFILE: &str = "/etc/blkqos/blkqos.toml";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn udev_and_coldplug_log_to_syslog_unless_at_a_terminal() {
+        let cli = |args: &[&str]| Cli::try_parse_from(args).expect("parses");
+        let udev = cli(&[
+            "blkqos",
+            "udev",
+            "--action",
+            "add",
+            "--devpath",
+            "/devices/x",
+        ]);
+        assert!(udev.logs_to_syslog(false));
+        assert!(!udev.logs_to_syslog(true));
+        assert!(cli(&["blkqos", "coldplug"]).logs_to_syslog(false));
+        assert!(!cli(&["blkqos", "apply", "p.toml"]).logs_to_syslog(false));
+        assert!(!cli(&["blkqos", "--log", "stderr", "coldplug"]).logs_to_syslog(false));
+        assert!(cli(&["blkqos", "--log", "syslog", "list"]).logs_to_syslog(true));
+        assert_eq!(
+            cli(&["blkqos", "-q", "list"]).log_level(),
+            log::LevelFilter::Error
+        );
+        assert_eq!(
+            cli(&["blkqos", "-vv", "list"]).log_level(),
+            log::LevelFilter::Trace
+        );
+        assert!(Cli::try_parse_from(["blkqos", "-q", "-v", "list"]).is_err());
+    }
+}

@@ -5,7 +5,7 @@ use crate::apply;
 use crate::backend::{Abi, knobs};
 use crate::conflicts;
 use crate::discover::{self, Device, Inventory};
-use crate::error::{EXIT_FAILED, Error};
+use crate::error::{EXIT_FAILED, EXIT_USAGE, Error};
 use crate::hotplug::{self, Action};
 use crate::idle::{self, IdleState, format_cpus};
 use crate::plan::{self, Change, DevicePlan, Plan, PlanError};
@@ -31,11 +31,22 @@ fn scan(ctx: &Ctx) -> Inventory {
 /// Every disk, or (for `--device` and udev events) only the named ones and
 /// the disks stacked with them: the plan for the named ones is the same.
 fn scan_for(ctx: &Ctx, only: &[String]) -> Inventory {
-    if only.is_empty() {
+    let inv = if only.is_empty() {
         scan(ctx)
     } else {
         discover::scan_around(&ctx.sysfs, only)
-    }
+    };
+    log::debug!(
+        "scanned {} disk(s) ({}) from {}",
+        inv.devices.len(),
+        inv.devices
+            .iter()
+            .map(|d| d.name.as_str())
+            .collect::<Vec<_>>()
+            .join(" "),
+        inv.source
+    );
+    inv
 }
 
 /// The knob values of a request-based disk, as the kernel reports them.
@@ -161,26 +172,13 @@ pub fn apply(
         emit_plan(ctx, "apply", &plan, true, json, out);
         return Ok(0);
     }
-    // Planned under the lock so the "before" values are the ones we replace.
-    let mut locked = ctx.state.lock()?;
-    let mut plan = build_plan(ctx, &profile, only)?;
-    match apply::apply(&ctx.sysfs, &mut locked, &plan) {
-        Ok(written) => {
-            for d in &mut plan.devices {
-                d.changes
-                    .retain(|c| written.changes.iter().any(|w| w.path == c.path));
-            }
-            plan.warnings.extend(
-                written
-                    .vanished
-                    .iter()
-                    .map(|p| format!("{p}: vanished before it was written; skipped")),
-            );
+    match apply_profile(ctx, &profile, only) {
+        Ok(plan) => {
             emit_plan(ctx, "apply", &plan, false, json, out);
             Ok(0)
         }
-        Err(e) => {
-            if json {
+        Err((e, mut plan)) => {
+            if json && let Some(plan) = plan.as_mut() {
                 for d in &mut plan.devices {
                     d.changes.clear();
                 }
@@ -193,8 +191,36 @@ pub fn apply(
                     Some(e.to_string()),
                 ));
             }
-            Err(e.into())
+            Err(e)
         }
+    }
+}
+
+/// Plan and write under the lock; the plan comes back holding only the
+/// changes made. On failure, the plan that was being written, if any.
+fn apply_profile(
+    ctx: &Ctx,
+    profile: &Profile,
+    only: &[String],
+) -> Result<Plan, (Error, Option<Plan>)> {
+    // Planned under the lock so the "before" values are the ones we replace.
+    let mut locked = ctx.state.lock().map_err(|e| (e.into(), None))?;
+    let mut plan = build_plan(ctx, profile, only).map_err(|e| (e, None))?;
+    match apply::apply(&ctx.sysfs, &mut locked, &plan) {
+        Ok(written) => {
+            for d in &mut plan.devices {
+                d.changes
+                    .retain(|c| written.changes.iter().any(|w| w.path == c.path));
+            }
+            plan.warnings.extend(
+                written
+                    .vanished
+                    .iter()
+                    .map(|p| format!("{p}: vanished before it was written; skipped")),
+            );
+            Ok(plan)
+        }
+        Err(e) => Err((e.into(), Some(plan))),
     }
 }
 
@@ -332,31 +358,42 @@ pub fn verify(ctx: &Ctx, profile: &Path, json: bool, out: &mut String) -> Result
     Ok(if ok { 0 } else { EXIT_FAILED })
 }
 
-/// Entry point for `restore`.
-pub fn restore(ctx: &Ctx, json: bool, only: &[String], out: &mut String) -> Result<u8, Error> {
+/// What `restore` put back for one device.
+#[derive(Serialize)]
+struct RestoredDevice {
+    name: String,
+    rule: Option<String>,
+    changes: Vec<Change>,
+}
+
+/// Put back the saved originals (of `only`, all when empty), per device.
+fn restore_devices(
+    ctx: &Ctx,
+    only: &[String],
+) -> Result<(Vec<RestoredDevice>, apply::Restored), Error> {
     let inv = scan_for(ctx, only);
     let mut locked = ctx.state.lock()?;
     let rules = locked.state.rules.clone();
-    let restored = apply::restore(&ctx.sysfs, &mut locked, &inv, only)?;
+    let mut restored = apply::restore(&ctx.sysfs, &mut locked, &inv, only)?;
     let mut by_device: BTreeMap<String, Vec<Change>> = BTreeMap::new();
-    for c in restored.changes {
+    for c in std::mem::take(&mut restored.changes) {
         let owner = c.owners.iter().next().cloned().unwrap_or_default();
         by_device.entry(owner).or_default().push(c);
     }
-    #[derive(Serialize)]
-    struct R {
-        name: String,
-        rule: Option<String>,
-        changes: Vec<Change>,
-    }
-    let devices: Vec<R> = by_device
+    let devices = by_device
         .into_iter()
-        .map(|(name, changes)| R {
+        .map(|(name, changes)| RestoredDevice {
             rule: rules.get(&name).cloned(),
             name,
             changes,
         })
         .collect();
+    Ok((devices, restored))
+}
+
+/// Entry point for `restore`.
+pub fn restore(ctx: &Ctx, json: bool, only: &[String], out: &mut String) -> Result<u8, Error> {
+    let (devices, restored) = restore_devices(ctx, only)?;
     let changed = !devices.is_empty();
     if json {
         out.push_str(&doc(
@@ -722,29 +759,96 @@ pub fn explain(
     Ok(0)
 }
 
-/// Entry point for `udev`: one event, one disk.
+/// Entry point for `udev`: one event, one disk. It reports through the log
+/// (syslog when udev runs it), one line per device it changed.
 pub fn udev(
     ctx: &Ctx,
     action: Option<&str>,
     devpath: Option<&str>,
     profile: &Path,
-    out: &mut String,
 ) -> Result<u8, Error> {
-    let event =
-        hotplug::parse(&ctx.sysfs, action, devpath).map_err(|e| Error::Usage(e.to_string()))?;
-    let Some(event) = event else {
-        let _ = writeln!(out, "ignored: partitions are tuned through their disk");
-        return Ok(0);
+    let event = match hotplug::parse(&ctx.sysfs, action, devpath) {
+        Ok(Some(event)) => event,
+        Ok(None) => {
+            log::debug!("ignored: partitions are tuned through their disk");
+            return Ok(0);
+        }
+        Err(e) => {
+            log::error!("refused event: {e}");
+            return Ok(EXIT_USAGE);
+        }
     };
-    let only = [event.name.clone()];
-    match event.action {
-        Action::Add | Action::Change => match apply(ctx, profile, false, false, &only, out) {
-            Err(Error::Plan(PlanError::NoSuchDevice(_))) => {
-                let _ = writeln!(out, "ignored: {} is not a disk blkqos manages", event.name);
-                Ok(0)
+    let name = &event.name;
+    let only = [name.clone()];
+    let result = match event.action {
+        Action::Add | Action::Change => Profile::load(profile)
+            .map_err(Error::from)
+            .and_then(|p| apply_profile(ctx, &p, &only).map_err(|(e, _)| e))
+            .map(|plan| log_plan(&plan)),
+        Action::Remove => restore_devices(ctx, &only).map(|(devices, r)| {
+            for c in devices.iter().flat_map(|d| &d.changes) {
+                log::info!("{name}: removed; put back {} = {}", c.path, c.after);
             }
-            other => other,
-        },
-        Action::Remove => restore(ctx, false, &only, out),
+            // Its attributes left with it: nothing to report but the count.
+            for w in &r.warnings {
+                log::debug!("{w}");
+            }
+            if r.forgotten > 0 {
+                log::info!("{name}: removed; forgot {} saved value(s)", r.forgotten);
+            }
+        }),
+    };
+    match result {
+        Ok(()) => Ok(0),
+        // A disk that is not a candidate (empty, hidden multipath path, RAM disk).
+        Err(Error::Plan(PlanError::NoSuchDevice(_))) => {
+            log::debug!("{name}: not a disk blkqos manages; ignored");
+            Ok(0)
+        }
+        Err(e) => {
+            log::error!("{name}: {} failed: {e}", event.action.as_str());
+            Ok(e.exit_code())
+        }
+    }
+}
+
+/// Entry point for `coldplug`: `apply` reporting like the udev path.
+pub fn coldplug(ctx: &Ctx, profile: &Path) -> Result<u8, Error> {
+    let profile = Profile::load(profile)?;
+    let plan = apply_profile(ctx, &profile, &[]).map_err(|(e, _)| e)?;
+    log_plan(&plan);
+    log::info!(
+        "coldplug: {} disk(s), {} matched a rule, {} value(s) written",
+        plan.devices.len(),
+        plan.devices.iter().filter(|d| d.rule.is_some()).count(),
+        plan.changes().count()
+    );
+    Ok(0)
+}
+
+/// One line per device: what was written, under which rule.
+fn log_plan(plan: &Plan) {
+    for d in &plan.devices {
+        let rule = match &d.rule {
+            Some(r) => format!("rule {r:?}"),
+            None => "no rule".to_string(),
+        };
+        if d.changes.is_empty() {
+            log::debug!("{}: {rule}: already as wanted", d.name);
+            continue;
+        }
+        let own = format!("block/{}/", d.name);
+        let writes: Vec<String> = d
+            .changes
+            .iter()
+            .map(|c| {
+                let path = c.path.strip_prefix(&own).unwrap_or(&c.path);
+                format!("{path} {} -> {}", c.before, c.after)
+            })
+            .collect();
+        log::info!("{}: {rule}: {}", d.name, writes.join(", "));
+    }
+    for w in &plan.warnings {
+        log::warn!("{w}");
     }
 }

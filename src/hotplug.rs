@@ -13,6 +13,16 @@ pub enum Action {
     Remove,
 }
 
+impl Action {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Add => "add",
+            Action::Change => "change",
+            Action::Remove => "remove",
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Event {
     pub action: Action,

@@ -11,6 +11,7 @@ pub mod error;
 pub mod fixture;
 pub mod hotplug;
 pub mod idle;
+pub mod logging;
 pub mod matcher;
 pub mod plan;
 pub mod profile;

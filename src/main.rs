@@ -4,11 +4,13 @@ use blkqos::report::Style;
 use blkqos::state::StateDir;
 use blkqos::sysfs::Sysfs;
 use clap::Parser;
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    let to_syslog = cli.logs_to_syslog(std::io::stderr().is_terminal());
+    blkqos::logging::init(to_syslog, cli.log_level());
     let ctx = Ctx {
         sysfs: Sysfs::new(&cli.sysfs),
         state: StateDir::new(&cli.state_dir),
@@ -32,17 +34,12 @@ fn main() -> ExitCode {
             action,
             devpath,
             profile,
-        } => commands::udev(
-            &ctx,
-            action.as_deref(),
-            devpath.as_deref(),
-            profile,
-            &mut out,
-        ),
-        Command::Coldplug { profile } => {
-            commands::apply(&ctx, profile, false, false, &[], &mut out)
-        }
+        } => commands::udev(&ctx, action.as_deref(), devpath.as_deref(), profile),
+        Command::Coldplug { profile } => commands::coldplug(&ctx, profile),
     };
+    if cli.quiet && !wants_json(&cli.command) {
+        out.clear();
+    }
     // A closed pipe (`blkqos list | head`) is a normal end, not an error.
     let printed = std::io::stdout().lock().write_all(out.as_bytes());
     if printed
@@ -54,8 +51,22 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!("blkqos: error: {e}");
+            log::error!("{e}");
             ExitCode::from(e.exit_code())
         }
+    }
+}
+
+fn wants_json(c: &Command) -> bool {
+    match c {
+        Command::List { json }
+        | Command::Apply { json, .. }
+        | Command::Verify { json, .. }
+        | Command::Restore { json, .. }
+        | Command::Status { json } => *json,
+        Command::Check { .. }
+        | Command::Explain { .. }
+        | Command::Udev { .. }
+        | Command::Coldplug { .. } => false,
     }
 }

@@ -90,7 +90,14 @@ impl StateDir {
             .write(true)
             .open(&lock_path)
             .map_err(io_err(&lock_path))?;
-        lock.lock().map_err(io_err(&lock_path))?;
+        match lock.try_lock() {
+            Ok(()) => {}
+            Err(fs::TryLockError::WouldBlock) => {
+                log::debug!("waiting for another blkqos run ({})", lock_path.display());
+                lock.lock().map_err(io_err(&lock_path))?;
+            }
+            Err(fs::TryLockError::Error(e)) => return Err(io_err(&lock_path)(e)),
+        }
         let state = self.read()?;
         Ok(Locked {
             _lock: lock,

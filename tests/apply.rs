@@ -524,3 +524,26 @@ fn a_queue_attribute_the_device_lacks_is_skipped_with_a_warning() {
     env.run(&["restore"]);
     assert_eq!(env.get("block/sda/queue/scheduler"), "none");
 }
+
+#[test]
+fn quiet_prints_only_errors_and_json_verbose_shows_each_write() {
+    let env = Env::zoo(Abi::Queue);
+    let p = env.profile("p.toml", NVME_AUTO);
+    let p = p.to_str().unwrap();
+    let r = env.run(&["-q", "apply", p, "--dry-run"]);
+    assert_eq!((r.code, r.stdout.as_str(), r.stderr.as_str()), (0, "", ""));
+    let r = env.run(&["-q", "apply", p, "--dry-run", "--json"]);
+    assert_eq!(r.json()["changed"], true, "asked-for JSON is still printed");
+    let r = env.run(&["-v", "apply", p]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("blkqos: debug: write block/nvme0n1/queue/cpu_lat_limit_us = 4 (was -1)\n"),
+        "{}",
+        r.stderr
+    );
+    let bad = env.profile("bad.toml", "[[rule]]\nname = 1\n");
+    let r = env.run(&["-q", "apply", bad.to_str().unwrap()]);
+    assert_eq!((r.code, r.stdout.as_str()), (2, ""));
+    assert!(r.stderr.starts_with("blkqos: error: "), "{}", r.stderr);
+}

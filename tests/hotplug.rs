@@ -49,6 +49,11 @@ fn add_event_from_udev_environment_tunes_that_disk_only() {
         "-1",
         "other disks wait for their own event"
     );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "blkqos: nvme1n1: rule \"nvme\": queue/cpu_lat_limit_us -1 -> 4\n",
+        "one line naming the disk"
+    );
     let state = env.state_json();
     assert_eq!(state["rules"]["nvme1n1"], "nvme");
     assert_eq!(state["saved"].as_object().unwrap().len(), 1);
@@ -74,6 +79,12 @@ cpu_lat_limit_us = 2
 
     let r = udev(&env, "remove", &dp, &p);
     assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("md0: removed; put back block/nvme2n1/queue/cpu_lat_limit_us = -1"),
+        "{}",
+        r.stderr
+    );
     assert_eq!(limit(&env, "nvme2n1"), "-1");
     assert_eq!(limit(&env, "nvme3n1"), "-1");
     let state = env.state_json();
@@ -92,6 +103,10 @@ fn remove_of_a_vanished_disk_forgets_its_saved_values() {
     std::fs::remove_file(env.fx.root().join("block/nvme0n1")).unwrap();
     let r = udev(&env, "remove", &dp, &p);
     assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(
+        r.stderr,
+        "blkqos: nvme0n1: removed; forgot 1 saved value(s)\n"
+    );
     assert!(env.state_json()["saved"].as_object().unwrap().is_empty());
 }
 
@@ -103,7 +118,20 @@ fn partitions_are_ignored_and_hostile_events_refused_without_writing() {
     let part = devpath(&env, "sda1");
     let r = udev(&env, "add", &part, &p);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    assert!(r.stdout.contains("ignored"), "{}", r.stdout);
+    assert_eq!(r.stderr, "", "a partition is not worth a log line");
+    let r = env.run(&[
+        "-v",
+        "udev",
+        "--action=add",
+        "--devpath",
+        &part,
+        p.to_str().unwrap(),
+    ]);
+    assert!(
+        r.stderr.contains("debug: ignored: partitions"),
+        "{}",
+        r.stderr
+    );
 
     let outside = format!("{}/../../../../../etc", devpath(&env, "nvme0n1"));
     for (action, dp) in [
@@ -115,7 +143,11 @@ fn partitions_are_ignored_and_hostile_events_refused_without_writing() {
     ] {
         let r = udev(&env, action, dp, &p);
         assert_eq!(r.code, 2, "{action} {dp}: {}", r.stderr);
-        assert!(r.stderr.contains("blkqos: error:"), "{}", r.stderr);
+        assert!(
+            r.stderr.starts_with("blkqos: error: refused event: "),
+            "{}",
+            r.stderr
+        );
     }
     assert_eq!(env.snapshot(), before, "nothing written");
     assert!(!env.state.exists(), "no state created");
@@ -127,7 +159,22 @@ fn coldplug_tunes_every_present_disk() {
     let p = env.profile("p.toml", NVME_AUTO);
     let r = env.run(&["coldplug", p.to_str().unwrap()]);
     assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.stdout, "", "coldplug reports through the log");
     for d in ["nvme0n1", "nvme1n1", "nvme2n1", "nvme3n1"] {
         assert_eq!(limit(&env, d), "4", "{d}");
+        let line = format!("blkqos: {d}: rule \"nvme\": queue/cpu_lat_limit_us -1 -> 4\n");
+        assert!(r.stderr.contains(&line), "{}", r.stderr);
     }
+    assert!(
+        r.stderr
+            .ends_with("coldplug: 14 disk(s), 5 matched a rule, 6 value(s) written\n"),
+        "{}",
+        r.stderr
+    );
+    let again = env.run(&["coldplug", p.to_str().unwrap()]);
+    assert!(
+        again.stderr.ends_with("0 value(s) written\n"),
+        "{}",
+        again.stderr
+    );
 }

@@ -235,6 +235,9 @@ check_blkqos() {
 	dp=${dp#/sys}
 	ACTION=add DEVPATH=$dp blkqos udev /tmp/p.toml >>/tmp/out 2>&1
 	expect blkqos-udev-add $? = 0 -a "$(cat "$(knob nb0 limit_us)")" = 20
+	# no syslog socket yet, as in early boot: the kernel log has it
+	dmesg | grep -q 'blkqos\[[0-9]*\]: nb0: rule "nullb": queue/cpu_lat_limit_us -1 -> 20'
+	expect blkqos-udev-logs-to-kmsg $? = 0
 	blkqos udev --action add --devpath "$dp/../../../.." /tmp/p.toml \
 		>>/tmp/out 2>&1
 	expect blkqos-udev-refuses-escape $? = 2
@@ -254,6 +257,7 @@ check_udevd() {
 	cpu_lat_limit_us = 15
 	cpu_lat_timeout_ms = 9
 	EOF
+	syslogd -O /tmp/messages || fail syslogd-start
 	systemd-udevd --daemon --resolve-names=never 2>/tmp/udevd.err ||
 		fail udevd-start "$(cat /tmp/udevd.err)"
 	udevadm settle -t 30
@@ -276,6 +280,9 @@ check_udevd() {
 	saved=$(grep -o '"block/ud[0-9]*/queue/cpu_lat_limit_us"' \
 		/run/blkqos/state.json | sort -u | wc -l)
 	expect "udevd-state-has-every-original $saved/$n" "$saved" = $n
+	logged=$(grep -o 'blkqos\[[0-9]*\]: ud[0-9]*: rule "hotplug": queue/cpu_lat_limit_us -1 -> 15' \
+		/tmp/messages | sed 's/.*: \(ud[0-9]*\): .*/\1/' | sort -u | wc -l)
+	expect "udevd-add-logged-per-disk $logged/$n" "$logged" = $n
 
 	echo 30 >/sys/block/ud3/queue/cpu_lat_limit_us
 	udevadm trigger --action=change --subsystem-match=block
@@ -290,6 +297,9 @@ check_udevd() {
 	udevadm settle -t 120
 	left=$(grep -c '"block/ud' /run/blkqos/state.json)
 	expect "udevd-remove-forgets $left" "$left" = 0
+	logged=$(grep -o 'blkqos\[[0-9]*\]: ud[0-9]*: removed; forgot 2 saved' \
+		/tmp/messages | sed 's/.*: \(ud[0-9]*\): .*/\1/' | sort -u | wc -l)
+	expect "udevd-remove-logged-per-disk $logged/$n" "$logged" = $n
 	udevadm control --exit
 }
 

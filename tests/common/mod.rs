@@ -59,6 +59,7 @@ impl Env {
             .arg(&self.state);
         c.env_remove("BLKQOS_SYSFS")
             .env_remove("BLKQOS_STATE_DIR")
+            .env("BLKQOS_LOG", "stderr")
             .env("NO_COLOR", "1");
         c
     }
