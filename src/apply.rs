@@ -3,7 +3,7 @@
 
 use crate::discover::Inventory;
 use crate::plan::{Change, Plan, live_value, same_value};
-use crate::state::{Locked, Saved, StateError};
+use crate::state::{Locked, Saved, State, StateError};
 use crate::sysfs::{Sysfs, is_vanished};
 use std::collections::BTreeSet;
 
@@ -139,6 +139,30 @@ pub fn restore(
     inv: &Inventory,
     devices: &[String],
 ) -> Result<Restored, ApplyError> {
+    let (next, mut planned) = plan_restore(sysfs, &locked.state, inv, devices)?;
+    let written = transaction(sysfs, &planned.changes)?;
+    planned.warnings.extend(
+        written
+            .vanished
+            .iter()
+            .map(|p| format!("{p}: vanished; forgetting its saved value")),
+    );
+    planned.changes = written.changes;
+    if next != locked.state {
+        locked.state = next;
+        locked.save()?;
+    }
+    Ok(planned)
+}
+
+/// What restoring the given devices (all when empty) would write, and the
+/// state that remains afterwards; reads only.
+pub fn plan_restore(
+    sysfs: &Sysfs,
+    state: &State,
+    inv: &Inventory,
+    devices: &[String],
+) -> Result<(State, Restored), ApplyError> {
     let scope: Option<BTreeSet<String>> = (!devices.is_empty()).then(|| {
         let mut s: BTreeSet<String> = devices.iter().cloned().collect();
         for d in devices {
@@ -148,10 +172,10 @@ pub fn restore(
         }
         s
     });
-    let mut next = locked.state.clone();
+    let mut next = state.clone();
     let mut changes = Vec::new();
     let mut warnings = Vec::new();
-    for (path, saved) in &locked.state.saved {
+    for (path, saved) in &state.saved {
         if let Some(s) = &scope {
             if saved.owners.is_disjoint(s) {
                 continue;
@@ -189,23 +213,15 @@ pub fn restore(
         Some(s) => next.rules.retain(|d, _| !s.contains(d)),
         None => next.rules.clear(),
     }
-    let forgotten = locked.state.saved.len() - next.saved.len();
-    let written = transaction(sysfs, &changes)?;
-    warnings.extend(
-        written
-            .vanished
-            .iter()
-            .map(|p| format!("{p}: vanished; forgetting its saved value")),
-    );
-    if next != locked.state {
-        locked.state = next;
-        locked.save()?;
-    }
-    Ok(Restored {
-        changes: written.changes,
-        warnings,
-        forgotten,
-    })
+    let forgotten = state.saved.len() - next.saved.len();
+    Ok((
+        next,
+        Restored {
+            changes,
+            warnings,
+            forgotten,
+        },
+    ))
 }
 
 pub struct Restored {

@@ -114,6 +114,9 @@ pub enum Command {
     },
     /// Put back the original values saved by apply
     Restore {
+        /// Show what would be put back, write nothing
+        #[arg(long)]
+        dry_run: bool,
         #[arg(long)]
         json: bool,
         /// Only this device and the queues it resolves to (repeatable)

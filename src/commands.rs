@@ -370,11 +370,18 @@ struct RestoredDevice {
 fn restore_devices(
     ctx: &Ctx,
     only: &[String],
+    dry_run: bool,
 ) -> Result<(Vec<RestoredDevice>, apply::Restored), Error> {
     let inv = scan_for(ctx, only);
-    let mut locked = ctx.state.lock()?;
-    let rules = locked.state.rules.clone();
-    let mut restored = apply::restore(&ctx.sysfs, &mut locked, &inv, only)?;
+    let (rules, mut restored) = if dry_run {
+        let state = ctx.state.read()?;
+        let (_, planned) = apply::plan_restore(&ctx.sysfs, &state, &inv, only)?;
+        (state.rules, planned)
+    } else {
+        let mut locked = ctx.state.lock()?;
+        let rules = locked.state.rules.clone();
+        (rules, apply::restore(&ctx.sysfs, &mut locked, &inv, only)?)
+    };
     let mut by_device: BTreeMap<String, Vec<Change>> = BTreeMap::new();
     for c in std::mem::take(&mut restored.changes) {
         let owner = c.owners.iter().next().cloned().unwrap_or_default();
@@ -392,14 +399,21 @@ fn restore_devices(
 }
 
 /// Entry point for `restore`.
-pub fn restore(ctx: &Ctx, json: bool, only: &[String], out: &mut String) -> Result<u8, Error> {
-    let (devices, restored) = restore_devices(ctx, only)?;
-    let changed = !devices.is_empty();
+pub fn restore(
+    ctx: &Ctx,
+    dry_run: bool,
+    json: bool,
+    only: &[String],
+    out: &mut String,
+) -> Result<u8, Error> {
+    let (devices, restored) = restore_devices(ctx, only, dry_run)?;
+    // Forgetting saved values that already match changes the state file.
+    let changed = !devices.is_empty() || restored.forgotten > 0;
     if json {
         out.push_str(&doc(
             "restore",
             changed,
-            false,
+            dry_run,
             &devices,
             &restored.warnings,
             None,
@@ -421,9 +435,10 @@ pub fn restore(ctx: &Ctx, json: bool, only: &[String], out: &mut String) -> Resu
         if rows.is_empty() {
             let _ = writeln!(out, "nothing to restore");
         } else {
+            let head = if dry_run { "WOULD RESTORE" } else { "RESTORED" };
             out.push_str(&table(
                 ctx.style,
-                &["DEVICE", "PATH", "BEFORE", "RESTORED"],
+                &["DEVICE", "PATH", "BEFORE", head],
                 &rows,
             ));
         }
@@ -785,7 +800,7 @@ pub fn udev(
             .map_err(Error::from)
             .and_then(|p| apply_profile(ctx, &p, &only).map_err(|(e, _)| e))
             .map(|plan| log_plan(&plan)),
-        Action::Remove => restore_devices(ctx, &only).map(|(devices, r)| {
+        Action::Remove => restore_devices(ctx, &only, false).map(|(devices, r)| {
             for c in devices.iter().flat_map(|d| &d.changes) {
                 log::info!("{name}: removed; put back {} = {}", c.path, c.after);
             }

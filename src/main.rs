@@ -27,7 +27,11 @@ fn main() -> ExitCode {
             devices,
         } => commands::apply(&ctx, profile, *dry_run, *json, devices, &mut out),
         Command::Verify { profile, json } => commands::verify(&ctx, profile, *json, &mut out),
-        Command::Restore { json, devices } => commands::restore(&ctx, *json, devices, &mut out),
+        Command::Restore {
+            dry_run,
+            json,
+            devices,
+        } => commands::restore(&ctx, *dry_run, *json, devices, &mut out),
         Command::Status { json } => commands::status(&ctx, *json, &mut out),
         Command::Explain { profile, device } => commands::explain(&ctx, profile, device, &mut out),
         Command::Udev {

@@ -547,3 +547,34 @@ fn quiet_prints_only_errors_and_json_verbose_shows_each_write() {
     assert_eq!((r.code, r.stdout.as_str()), (2, ""));
     assert!(r.stderr.starts_with("blkqos: error: "), "{}", r.stderr);
 }
+
+#[test]
+fn restore_dry_run_shows_what_would_be_put_back_and_writes_nothing() {
+    let env = Env::zoo(Abi::Queue);
+    let p = env.profile("p.toml", NVME_AUTO);
+    assert_eq!(env.run(&["apply", p.to_str().unwrap()]).code, 0);
+    let state_before = std::fs::read(env.state.join("state.json")).unwrap();
+    let tree_before = env.snapshot();
+    let r = env.run(&["restore", "--dry-run", "--json"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let doc = r.json();
+    assert_eq!(
+        (doc["changed"].clone(), doc["dry_run"].clone()),
+        (true.into(), true.into())
+    );
+    let dry = change_paths(&doc);
+    assert_eq!(dry.len(), 6, "{dry:?}");
+    assert_eq!(env.snapshot(), tree_before, "nothing written");
+    assert_eq!(
+        std::fs::read(env.state.join("state.json")).unwrap(),
+        state_before
+    );
+    let real = env.run(&["restore", "--json"]).json();
+    assert_eq!(
+        change_paths(&real),
+        dry,
+        "the dry run named exactly what restore did"
+    );
+    let again = env.run(&["restore", "--dry-run", "--json"]).json();
+    assert_eq!(again["changed"], false);
+}
