@@ -113,12 +113,15 @@ pub fn apply(sysfs: &Sysfs, locked: &mut Locked, plan: &Plan) -> Result<Written,
     }
     match transaction(sysfs, &changes) {
         Ok(w) => {
-            for p in &w.vanished {
-                if added.contains(p) {
-                    locked.state.saved.remove(p);
-                }
+            let mut forget: Vec<&String> =
+                w.vanished.iter().filter(|p| added.contains(p)).collect();
+            // A released path now holds its original (or is gone): forget it.
+            forget.extend(&plan.released);
+            let before = locked.state.saved.len();
+            for p in forget {
+                locked.state.saved.remove(p);
             }
-            if !w.vanished.is_empty() {
+            if locked.state.saved.len() != before {
                 locked.save()?;
             }
             Ok(w)

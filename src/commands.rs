@@ -11,7 +11,7 @@ use crate::idle::{self, IdleState, format_cpus};
 use crate::plan::{self, Change, DevicePlan, Plan, PlanError};
 use crate::profile::Profile;
 use crate::report::{Document, Style, human_size, table, warnings};
-use crate::state::StateDir;
+use crate::state::{Saved, StateDir};
 use crate::sysfs::Sysfs;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -147,12 +147,35 @@ pub fn check(profile: &Path, out: &mut String) -> Result<u8, Error> {
     Ok(0)
 }
 
-fn build_plan(ctx: &Ctx, profile: &Profile, only: &[String]) -> Result<Plan, Error> {
+fn build_plan(
+    ctx: &Ctx,
+    profile: &Profile,
+    saved: &BTreeMap<String, Saved>,
+    only: &[String],
+) -> Result<Plan, Error> {
     let inv = scan_for(ctx, only);
-    let mut plan = plan::build(profile, &inv, &ctx.sysfs, only)?;
+    let mut plan = plan::build(profile, &inv, &ctx.sysfs, saved, only)?;
     let mut w = inv.warnings.clone();
     w.append(&mut plan.warnings);
     plan.warnings = w;
+    Ok(plan)
+}
+
+/// A plan that writes nothing (dry run, verify, explain), with the saved
+/// state read without the lock. An unreadable state (not root) only hides
+/// the values that would go back to their originals, so it is a warning.
+fn preview_plan(ctx: &Ctx, profile: &Profile, only: &[String]) -> Result<Plan, Error> {
+    let (saved, note) = match ctx.state.read() {
+        Ok(state) => (state.saved, None),
+        Err(e) => (
+            BTreeMap::new(),
+            Some(format!(
+                "saved state unreadable ({e}): values blkqos set for disks the profile no longer covers are not shown"
+            )),
+        ),
+    };
+    let mut plan = build_plan(ctx, profile, &saved, only)?;
+    plan.warnings.extend(note);
     Ok(plan)
 }
 
@@ -168,7 +191,7 @@ pub fn apply(
     // Validated before taking the lock: a bad profile must not touch the state dir.
     let profile = Profile::load(profile)?;
     if dry_run {
-        let plan = build_plan(ctx, &profile, only)?;
+        let plan = preview_plan(ctx, &profile, only)?;
         emit_plan(ctx, "apply", &plan, true, json, out);
         return Ok(0);
     }
@@ -205,7 +228,7 @@ fn apply_profile(
 ) -> Result<Plan, (Error, Option<Plan>)> {
     // Planned under the lock so the "before" values are the ones we replace.
     let mut locked = ctx.state.lock().map_err(|e| (e.into(), None))?;
-    let mut plan = build_plan(ctx, profile, only).map_err(|e| (e, None))?;
+    let mut plan = build_plan(ctx, profile, &locked.state.saved, only).map_err(|e| (e, None))?;
     match apply::apply(&ctx.sysfs, &mut locked, &plan) {
         Ok(written) => {
             for d in &mut plan.devices {
@@ -313,7 +336,7 @@ fn doc<D: Serialize>(
 
 /// Entry point for `verify`.
 pub fn verify(ctx: &Ctx, profile: &Path, json: bool, out: &mut String) -> Result<u8, Error> {
-    let plan = build_plan(ctx, &Profile::load(profile)?, &[])?;
+    let plan = preview_plan(ctx, &Profile::load(profile)?, &[])?;
     let ok = plan.is_empty();
     if json {
         #[derive(Serialize)]
@@ -740,7 +763,14 @@ pub fn explain(
         let _ = writeln!(out, "no rule matches: the device is left untouched");
         return Ok(0);
     };
-    let plan = plan::build(&profile, &inv, &ctx.sysfs, std::slice::from_ref(&d.name))?;
+    let saved = ctx.state.read().map(|s| s.saved).unwrap_or_default();
+    let plan = plan::build(
+        &profile,
+        &inv,
+        &ctx.sysfs,
+        &saved,
+        std::slice::from_ref(&d.name),
+    )?;
     if let Some(dp) = plan.devices.iter().find(|p| p.name == d.name) {
         let eff = profile.effective(rule);
         let _ = writeln!(

@@ -9,6 +9,7 @@ use crate::backend::{Abi, knobs, resume};
 use crate::discover::{Device, Inventory};
 use crate::idle::{self, AUTO_MAX_EXIT_US, format_cpus};
 use crate::profile::{Fallback, Limit, Profile};
+use crate::state::Saved;
 use crate::sysfs::{Sysfs, is_vanished};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -44,6 +45,10 @@ pub struct DevicePlan {
 pub struct Plan {
     pub devices: Vec<DevicePlan>,
     pub warnings: Vec<String>,
+    /// Saved paths no rule asks for any more: their change (if any) puts
+    /// the original back, after which the saved entry is dropped.
+    #[serde(skip)]
+    pub released: BTreeSet<String>,
 }
 
 impl Plan {
@@ -70,6 +75,8 @@ struct Desired {
     value: String,
     owner: String,
     subjects: BTreeSet<String>,
+    /// The saved original, wanted back because no rule asks for this path.
+    release: bool,
 }
 
 /// The rule that owns a device, if any: the first whose match holds.
@@ -91,6 +98,7 @@ pub fn build(
     profile: &Profile,
     inv: &Inventory,
     sysfs: &Sysfs,
+    saved: &BTreeMap<String, Saved>,
     only: &[String],
 ) -> Result<Plan, PlanError> {
     let mut warnings = Vec::new();
@@ -164,6 +172,7 @@ pub fn build(
                         value: value.clone(),
                         owner: d.name.clone(),
                         subjects: BTreeSet::from([d.name.clone()]),
+                        release: false,
                     },
                 );
             } else {
@@ -197,6 +206,7 @@ pub fn build(
                         value: knobs::encode_limit(winner.limit),
                         owner: winner.device.clone(),
                         subjects: subjects.clone(),
+                        release: false,
                     },
                 );
                 if let Some(ms) = timeout {
@@ -206,6 +216,7 @@ pub fn build(
                             value: ms.to_string(),
                             owner: winner.device.clone(),
                             subjects,
+                            release: false,
                         },
                     );
                 }
@@ -259,6 +270,30 @@ pub fn build(
                 value: resume::encode(limit),
                 owner,
                 subjects,
+                release: false,
+            },
+        );
+    }
+    // What blkqos wrote earlier and no rule asks for now goes back to its
+    // original: the profile describes the whole tuning, not additions to it.
+    for (path, s) in saved {
+        if desired.contains_key(path) {
+            continue;
+        }
+        let Some(owner) = s
+            .owners
+            .iter()
+            .find(|o| devices.iter().any(|d| &d.name == *o))
+        else {
+            continue;
+        };
+        desired.insert(
+            path.clone(),
+            Desired {
+                value: s.original.clone(),
+                owner: owner.clone(),
+                subjects: s.owners.clone(),
+                release: true,
             },
         );
     }
@@ -269,6 +304,7 @@ pub fn build(
     }
 
     let scope = scope(inv, only)?;
+    let mut released = BTreeSet::new();
     for (path, want) in desired {
         if let Some(s) = &scope
             && want.subjects.is_disjoint(s)
@@ -283,6 +319,9 @@ pub fn build(
             }
             Err(e) => return Err(PlanError::Read { path, source: e }),
         };
+        if want.release {
+            released.insert(path.clone());
+        }
         if same_value(&path, &current, &want.value) {
             continue;
         }
@@ -299,7 +338,11 @@ pub fn build(
     if let Some(s) = &scope {
         devices.retain(|d| s.contains(&d.name) || !d.changes.is_empty());
     }
-    Ok(Plan { devices, warnings })
+    Ok(Plan {
+        devices,
+        warnings,
+        released,
+    })
 }
 
 #[derive(Debug, thiserror::Error)]

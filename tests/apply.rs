@@ -578,3 +578,53 @@ fn restore_dry_run_shows_what_would_be_put_back_and_writes_nothing() {
     let again = env.run(&["restore", "--dry-run", "--json"]).json();
     assert_eq!(again["changed"], false);
 }
+
+#[test]
+fn a_disk_the_profile_no_longer_covers_goes_back_to_its_original() {
+    let env = Env::zoo(Abi::Queue);
+    let all = env.profile("all.toml", NVME_AUTO);
+    let fewer = env.profile(
+        "fewer.toml",
+        r#"
+[[rule]]
+name = "nvme"
+match = { name = ["nvme*", "!nvme1n1"] }
+cpu_lat_limit_us = 0
+"#,
+    );
+    assert_eq!(env.run(&["apply", all.to_str().unwrap()]).code, 0);
+    assert_eq!(env.get("block/nvme1n1/queue/cpu_lat_limit_us"), "4");
+    let r = env.run(&["verify", fewer.to_str().unwrap(), "--json"]);
+    assert_eq!(
+        r.code, 1,
+        "a value left over from the old profile is a mismatch"
+    );
+
+    let dry = env.run(&["apply", fewer.to_str().unwrap(), "--dry-run", "--json"]);
+    assert!(
+        change_paths(&dry.json()).contains(&"block/nvme1n1/queue/cpu_lat_limit_us".to_string()),
+        "{}",
+        dry.stdout
+    );
+    let r = env.run(&["apply", fewer.to_str().unwrap(), "--json"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(env.get("block/nvme1n1/queue/cpu_lat_limit_us"), "-1");
+    assert_eq!(env.get("block/nvme0n1/queue/cpu_lat_limit_us"), "0");
+    let state = env.state_json();
+    assert!(
+        state["saved"]
+            .get("block/nvme1n1/queue/cpu_lat_limit_us")
+            .is_none(),
+        "put back, so no longer saved: {state}"
+    );
+    assert!(state["rules"].get("nvme1n1").is_none(), "{state}");
+    assert_eq!(env.run(&["verify", fewer.to_str().unwrap()]).code, 0);
+    let again = env
+        .run(&["apply", fewer.to_str().unwrap(), "--json"])
+        .json();
+    assert_eq!(again["changed"], false);
+    // restore still brings back the true originals of what remains
+    assert_eq!(env.run(&["restore"]).code, 0);
+    assert_eq!(env.get("block/nvme0n1/queue/cpu_lat_limit_us"), "-1");
+    assert!(env.state_json()["saved"].as_object().unwrap().is_empty());
+}

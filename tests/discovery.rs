@@ -184,7 +184,8 @@ cpu_lat_limit_us = 30
             assert!(a.is_some(), "{}: {n} not scanned", d.name);
             assert_eq!(json(&a), json(&f), "{}: {n} differs", d.name);
         }
-        let plan = |inv| blkqos::plan::build(&profile, inv, &sysfs, &only).unwrap();
+        let plan =
+            |inv| blkqos::plan::build(&profile, inv, &sysfs, &Default::default(), &only).unwrap();
         let (a, f) = (plan(&around), plan(&full));
         assert_eq!(json(&a.devices), json(&f.devices), "plan for {}", d.name);
         // The full scan also warns about disks outside the event's stack.

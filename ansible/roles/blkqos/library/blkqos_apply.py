@@ -1,0 +1,130 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-2.0-only
+"""Ansible module: run blkqos apply or restore and report what changed."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: blkqos_apply
+short_description: Apply a blkqos profile, or restore what blkqos saved
+description:
+  - Runs C(blkqos apply --json) or C(blkqos restore --json) and reports
+    C(changed) from blkqos's own JSON, so a second run reports no change.
+  - In check mode runs the same command with C(--dry-run) and reports what
+    would change; nothing on the host is written.
+  - In diff mode shows each attribute's value before and after.
+options:
+  binary:
+    description: The blkqos command.
+    type: path
+    default: /usr/sbin/blkqos
+  profile:
+    description: Profile path on the host (state=present).
+    type: path
+  profile_content:
+    description:
+      - Profile text to use instead of I(profile) in check mode, when the
+        profile file has not been written yet.
+    type: str
+  state:
+    description: C(present) applies the profile, C(restored) puts back the originals.
+    type: str
+    choices: [present, restored]
+    default: present
+  sysfs:
+    description: Passed to C(--sysfs).
+    type: path
+    default: /sys
+  state_dir:
+    description: Passed to C(--state-dir).
+    type: path
+    default: /run/blkqos
+author: blkqos developers
+"""
+
+EXAMPLES = r"""
+- name: Apply the profile
+  blkqos_apply:
+    profile: /etc/blkqos/blkqos.toml
+"""
+
+RETURN = r"""
+devices:
+  description: Per device, the rule that owns it and the changes made (or that would be).
+  returned: always
+  type: list
+  elements: dict
+changes:
+  description: Number of attribute values written (or that would be).
+  returned: always
+  type: int
+"""
+
+import json
+
+from ansible.module_utils.basic import AnsibleModule
+
+
+def attribute_lines(changes, side):
+    return "".join("%s = %s\n" % (c["path"], c[side]) for c in changes)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            binary=dict(type="path", default="/usr/sbin/blkqos"),
+            profile=dict(type="path"),
+            profile_content=dict(type="str"),
+            state=dict(type="str", choices=["present", "restored"], default="present"),
+            sysfs=dict(type="path", default="/sys"),
+            state_dir=dict(type="path", default="/run/blkqos"),
+        ),
+        required_if=[("state", "present", ("profile",))],
+        supports_check_mode=True,
+    )
+    p = module.params
+    argv = [p["binary"], "--log", "stderr", "--sysfs", p["sysfs"], "--state-dir", p["state_dir"]]
+    data = None
+    if p["state"] == "present":
+        profile = p["profile"]
+        if module.check_mode and p["profile_content"] is not None:
+            # the task that writes the profile only pretended to
+            profile, data = "/dev/stdin", p["profile_content"]
+        argv += ["apply", profile]
+    else:
+        argv += ["restore"]
+    argv.append("--json")
+    if module.check_mode:
+        argv.append("--dry-run")
+
+    rc, out, err = module.run_command(argv, data=data, binary_data=True)
+    try:
+        doc = json.loads(out)
+    except ValueError:
+        doc = None
+    if rc != 0 or doc is None:
+        error = (doc or {}).get("error") or err.strip() or out.strip()
+        module.fail_json(msg="blkqos failed (exit %d): %s" % (rc, error), rc=rc, stdout=out, stderr=err)
+
+    for w in doc.get("warnings", []):
+        module.warn(w)
+    changes = [c for d in doc.get("devices", []) for c in d.get("changes", [])]
+    module.exit_json(
+        changed=bool(doc.get("changed")),
+        devices=doc.get("devices", []),
+        changes=len(changes),
+        diff=dict(
+            before_header="%s (before)" % p["sysfs"],
+            after_header="%s (after)" % p["sysfs"],
+            before=attribute_lines(changes, "before"),
+            after=attribute_lines(changes, "after"),
+        ),
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,209 @@
+#!/usr/bin/env python3
+"""The blkqos role, run for real: ansible-playbook on localhost (-c local)
+with the example playbook, the role pointed at fake sysfs trees built by the
+project's fixture builder. Prints one line per check; exits 1 on any failure.
+
+Usage: ansible/tests/test_role.py   (ansible-playbook on PATH; release
+binary and mkfixture built: cargo build --release --examples)
+"""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import tomllib
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ANSIBLE = os.path.join(ROOT, "ansible")
+BIN = os.path.join(ROOT, "target", "release", "blkqos")
+MKFIXTURE = os.path.join(ROOT, "target", "release", "examples", "mkfixture")
+RECAP = re.compile(r"^localhost\s+: ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
+LIMIT = "block/{}/queue/cpu_lat_limit_us"
+TIMEOUT = "block/{}/queue/cpu_lat_timeout_ms"
+
+failures = []
+
+
+def check(name, ok, detail=""):
+    print(f"ansible: {'PASS' if ok else 'FAIL'} {name}" + ("" if ok else f"\n{detail}"))
+    if not ok:
+        failures.append(name)
+
+
+class Host:
+    """A fake host: a sysfs tree, and where the role puts binary, profile, state."""
+
+    def __init__(self, tmp):
+        self.tmp = tmp
+        self.sys = os.path.join(tmp, "sys")
+        self.profile = os.path.join(tmp, "etc", "blkqos", "blkqos.toml")
+        self.state = os.path.join(tmp, "run", "blkqos")
+        subprocess.run([MKFIXTURE, self.sys, "zoo", "queue"], check=True, stdout=subprocess.DEVNULL)
+        self.vars = os.path.join(tmp, "vars.json")
+        with open(self.vars, "w") as f:
+            json.dump(
+                {
+                    "blkqos_package": "",
+                    "blkqos_binary_src": BIN,
+                    "blkqos_binary": os.path.join(tmp, "bin", "blkqos"),
+                    "blkqos_profile_path": self.profile,
+                    "blkqos_sysfs": self.sys,
+                    "blkqos_state_dir": self.state,
+                    "blkqos_udev_rule": False,
+                    "blkqos_boot_unit": False,
+                    "ansible_become": False,
+                },
+                f,
+            )
+        os.makedirs(os.path.join(tmp, "bin"))
+        self.inventory = os.path.join(tmp, "hosts.ini")
+        with open(self.inventory, "w") as f:
+            f.write("[storage]\nlocalhost ansible_connection=local "
+                    "ansible_python_interpreter='{{ ansible_playbook_python }}'\n")
+
+    def play(self, *args, extra=None):
+        cmd = ["ansible-playbook", "-i", self.inventory, "playbook.yml", "-e", "@" + self.vars, *args]
+        if extra is not None:
+            cmd += ["-e", json.dumps(extra)]
+        env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
+        r = subprocess.run(cmd, cwd=ANSIBLE, env=env, capture_output=True, text=True)
+        m = RECAP.search(r.stdout)
+        recap = dict(zip(("ok", "changed", "unreachable", "failed"), map(int, m.groups()))) if m else {}
+        return r.returncode, r.stdout + r.stderr, recap
+
+    def attr(self, rel):
+        with open(os.path.join(self.sys, rel)) as f:
+            return f.read().strip()
+
+    def snapshot(self):
+        """Every file and link under the host's directory but the binary."""
+        out = {}
+        for d, dirs, files in os.walk(self.tmp):
+            for n in files + [x for x in dirs if os.path.islink(os.path.join(d, x))]:
+                p = os.path.join(d, n)
+                if p.startswith(os.path.join(self.tmp, "bin")):
+                    continue
+                out[p] = os.readlink(p) if os.path.islink(p) else open(p, "rb").read()
+        return out
+
+
+def task_result(out, task):
+    """The status line (ok/changed/failed/skipping) of a task in the output."""
+    m = re.search(r"TASK \[blkqos : " + re.escape(task) + r"\].*?\n(?:.*\n)*?(ok|changed|fatal|failed|skipping):", out)
+    return m.group(1) if m else None
+
+
+def test_apply_then_idempotent(tmp):
+    h = Host(tmp)
+    rc, out, recap = h.play()
+    check("first run succeeds", rc == 0, out)
+    check("first run reports changes", recap.get("changed", 0) > 0, out)
+    check("apply task changed", task_result(out, "Apply the profile") == "changed", out)
+    check(
+        "knobs follow the profile (nvme auto 4 us; md0 members strictest 4, longest timeout 5)",
+        [h.attr(LIMIT.format("nvme0n1")), h.attr(LIMIT.format("nvme2n1")), h.attr(TIMEOUT.format("nvme2n1")),
+         h.attr(LIMIT.format("sda"))] == ["4", "4", "5", "-1"],
+        out,
+    )
+    check("state file holds the originals", len(json.load(open(os.path.join(h.state, "state.json")))["saved"]) == 8)
+    rc, out, recap = h.play()
+    check("second run changed=0", rc == 0 and recap.get("changed") == 0, out)
+
+
+def test_check_and_diff_mode_change_nothing(tmp):
+    h = Host(tmp)
+    # a host where blkqos is installed and the tree untouched
+    shutil.copy(BIN, os.path.join(tmp, "bin", "blkqos"))
+    before = h.snapshot()
+    rc, out, recap = h.play("--check", "--diff")
+    check("check mode succeeds", rc == 0, out)
+    check("check mode reports what would change", task_result(out, "Apply the profile") == "changed", out)
+    check("check mode writes no file (tree, profile, state)", h.snapshot() == before, out)
+    check("check mode creates no state dir", not os.path.exists(h.state))
+    check(
+        "diff mode shows each attribute before and after",
+        "-block/nvme0n1/queue/cpu_lat_limit_us = -1\n" in out
+        and "+block/nvme0n1/queue/cpu_lat_limit_us = 4\n" in out
+        and "+block/nvme2n1/queue/cpu_lat_timeout_ms = 5\n" in out,
+        out,
+    )
+    check("diff mode shows the profile", '+match = { transport = "nvme" }' in out, out)
+
+
+def test_restored_puts_everything_back(tmp):
+    h = Host(tmp)
+    original = h.snapshot()
+    rc, out, _ = h.play()
+    check("apply before restore", rc == 0, out)
+    rc, out, recap = h.play("--check", extra={"blkqos_state": "restored"})
+    check("restored in check mode reports a change", rc == 0 and task_result(out, "Restore the saved values") == "changed", out)
+    rc, out, recap = h.play("--diff", extra={"blkqos_state": "restored"})
+    check("restored run succeeds", rc == 0 and recap.get("changed", 0) > 0, out)
+    check("restored diff shows the original coming back", "+block/nvme0n1/queue/cpu_lat_limit_us = -1\n" in out, out)
+    now = {p: v for p, v in h.snapshot().items() if p.startswith(h.sys)}
+    check("every attribute is back to its original", now == {p: v for p, v in original.items() if p.startswith(h.sys)})
+    check("no saved values remain", json.load(open(os.path.join(h.state, "state.json")))["saved"] == {})
+    rc, out, recap = h.play(extra={"blkqos_state": "restored"})
+    check("restored twice changed=0", rc == 0 and recap.get("changed") == 0, out)
+
+
+def test_invalid_profile_fails_before_writing(tmp):
+    h = Host(tmp)
+    rc, out, _ = h.play()
+    check("valid profile applied first", rc == 0, out)
+    before = h.snapshot()
+    bad = {"blkqos_profile": {"rule": [{"name": "nvme", "match": {"transport": "nvme"}, "cpu_lat_limit_us": 100001}]}}
+    rc, out, recap = h.play(extra=bad)
+    check("invalid profile fails the play", rc != 0 and recap.get("failed") == 1, out)
+    check("the failure is the validation, with position and expectation",
+          task_result(out, "Deploy the profile") == "fatal" and re.search(r":\d+:\d+: .*100000", out) is not None, out)
+    check("nothing applied after the failure", task_result(out, "Apply the profile") is None, out)
+    check("tree, profile and state unchanged", h.snapshot() == before, out)
+    rc, out, _ = h.play("--check", extra=bad)
+    check("invalid profile fails check mode too", rc != 0 and "100000" in out, out)
+    check("and check mode wrote nothing", h.snapshot() == before, out)
+
+
+def test_profile_src_and_rendering(tmp):
+    h = Host(tmp)
+    rc, out, recap = h.play(extra={"blkqos_profile": {}, "blkqos_profile_src": os.path.join(ROOT, "config", "blkqos.toml")})
+    check("profile from a file deploys and applies", rc == 0 and h.attr(LIMIT.format("nvme0n1")) == "4", out)
+    with open(os.path.join(ROOT, "config", "blkqos.toml"), "rb") as f:
+        shipped = tomllib.load(f)
+    with open(h.profile, "rb") as f:
+        check("deployed file parses as the shipped profile", tomllib.load(f) == shipped)
+    # every kind of value a profile has, with characters TOML must escape
+    tricky = {
+        "defaults": {"cpu_lat_timeout_ms": 4, "fallback": "none"},
+        "rule": [
+            {"name": 'quote " back \\ slash é', "match": {"transport": ["sata", "sas"], "rotational": False,
+                                                         "property": {"ID_MODEL": "^Samsung.*\\d$"}},
+             "cpu_lat_limit_us": "off", "queue": {"read_ahead_kb": "256"}},
+            {"name": "nvme", "match": {"name": ["nvme*", "!nvme1n1"]}, "cpu_lat_limit_us": 0},
+        ],
+    }
+    rc, out, _ = h.play(extra={"blkqos_profile": tricky})
+    check("a profile with every value kind renders, validates and applies", rc == 0, out)
+    with open(h.profile, "rb") as f:
+        check("rendered TOML reads back as the dict given", tomllib.load(f) == tricky, open(h.profile).read())
+    check("rule with limit 0 applied", h.attr(LIMIT.format("nvme0n1")) == "0" and h.attr(LIMIT.format("nvme1n1")) == "-1")
+
+
+def main():
+    for test in (test_apply_then_idempotent, test_check_and_diff_mode_change_nothing,
+                 test_restored_puts_everything_back, test_invalid_profile_fails_before_writing,
+                 test_profile_src_and_rendering):
+        print(f"ansible: == {test.__name__}")
+        with tempfile.TemporaryDirectory() as tmp:
+            test(tmp)
+    if failures:
+        print(f"ansible: {len(failures)} check(s) failed: {', '.join(failures)}")
+        return 1
+    print("ansible: all checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
