@@ -142,8 +142,9 @@ def test_restored_puts_everything_back(tmp):
     rc, out, recap = h.play("--diff", extra={"blkqos_state": "restored"})
     check("restored run succeeds", rc == 0 and recap.get("changed", 0) > 0, out)
     check("restored diff shows the original coming back", "+block/nvme0n1/queue/cpu_lat_limit_us = -1\n" in out, out)
-    now = {p: v for p, v in h.snapshot().items() if p.startswith(h.sys)}
-    check("every attribute is back to its original", now == {p: v for p, v in original.items() if p.startswith(h.sys)})
+    def values(snap):  # a fake attribute file keeps the newline the kernel would add
+        return {p: v.strip() for p, v in snap.items() if p.startswith(h.sys)}
+    check("every attribute is back to its original", values(h.snapshot()) == values(original))
     check("no saved values remain", json.load(open(os.path.join(h.state, "state.json")))["saved"] == {})
     rc, out, recap = h.play(extra={"blkqos_state": "restored"})
     check("restored twice changed=0", rc == 0 and recap.get("changed") == 0, out)
@@ -191,10 +192,30 @@ def test_profile_src_and_rendering(tmp):
     check("rule with limit 0 applied", h.attr(LIMIT.format("nvme0n1")) == "0" and h.attr(LIMIT.format("nvme1n1")) == "-1")
 
 
+def test_verify_lists_mismatches(tmp):
+    h = Host(tmp)
+    # Fault injection: an installed blkqos whose apply writes nothing, so the
+    # live values differ from the profile when the role verifies them.
+    wrapper = os.path.join(tmp, "bin", "blkqos")
+    with open(wrapper, "w") as f:
+        f.write('#!/bin/sh\ncase " $* " in *" apply "*)\n'
+                '  echo \'{"schema":1,"command":"apply","changed":false,"dry_run":false,"devices":[],"warnings":[]}\'\n'
+                f'  exit 0;;\nesac\nexec {BIN} "$@"\n')
+    os.chmod(wrapper, 0o755)
+    rc, out, recap = h.play(extra={"blkqos_binary_src": ""})
+    check("a mismatch after apply fails the play", rc != 0 and recap.get("failed") == 1, out)
+    check("the failure lists every mismatch",
+          "blkqos verify: 8 value(s) differ" in out
+          and "block/nvme0n1/queue/cpu_lat_limit_us: live -1, wanted 4" in out
+          and "block/nvme2n1/queue/cpu_lat_timeout_ms: live 3, wanted 5" in out, out)
+    rc, out, recap = h.play(extra={"blkqos_binary_src": "", "blkqos_verify": False})
+    check("blkqos_verify: false skips the check", rc == 0, out)
+
+
 def main():
     for test in (test_apply_then_idempotent, test_check_and_diff_mode_change_nothing,
                  test_restored_puts_everything_back, test_invalid_profile_fails_before_writing,
-                 test_profile_src_and_rendering):
+                 test_profile_src_and_rendering, test_verify_lists_mismatches):
         print(f"ansible: == {test.__name__}")
         with tempfile.TemporaryDirectory() as tmp:
             test(tmp)
