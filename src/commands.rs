@@ -200,7 +200,8 @@ pub fn apply(
             emit_plan(ctx, "apply", &plan, false, json, out);
             Ok(0)
         }
-        Err((e, mut plan)) => {
+        Err(failed) => {
+            let Failed { error: e, mut plan } = *failed;
             if json && let Some(plan) = plan.as_mut() {
                 for d in &mut plan.devices {
                     d.changes.clear();
@@ -219,16 +220,20 @@ pub fn apply(
     }
 }
 
+/// An apply that failed, with the plan it was writing when it got that far.
+struct Failed {
+    error: Error,
+    plan: Option<Plan>,
+}
+
 /// Plan and write under the lock; the plan comes back holding only the
 /// changes made. On failure, the plan that was being written, if any.
-fn apply_profile(
-    ctx: &Ctx,
-    profile: &Profile,
-    only: &[String],
-) -> Result<Plan, (Error, Option<Plan>)> {
+fn apply_profile(ctx: &Ctx, profile: &Profile, only: &[String]) -> Result<Plan, Box<Failed>> {
+    let failed = |error: Error, plan| Box::new(Failed { error, plan });
     // Planned under the lock so the "before" values are the ones we replace.
-    let mut locked = ctx.state.lock().map_err(|e| (e.into(), None))?;
-    let mut plan = build_plan(ctx, profile, &locked.state.saved, only).map_err(|e| (e, None))?;
+    let mut locked = ctx.state.lock().map_err(|e| failed(e.into(), None))?;
+    let mut plan =
+        build_plan(ctx, profile, &locked.state.saved, only).map_err(|e| failed(e, None))?;
     match apply::apply(&ctx.sysfs, &mut locked, &plan) {
         Ok(written) => {
             for d in &mut plan.devices {
@@ -243,7 +248,7 @@ fn apply_profile(
             );
             Ok(plan)
         }
-        Err(e) => Err((e.into(), Some(plan))),
+        Err(e) => Err(failed(e.into(), Some(plan))),
     }
 }
 
@@ -828,7 +833,7 @@ pub fn udev(
     let result = match event.action {
         Action::Add | Action::Change => Profile::load(profile)
             .map_err(Error::from)
-            .and_then(|p| apply_profile(ctx, &p, &only).map_err(|(e, _)| e))
+            .and_then(|p| apply_profile(ctx, &p, &only).map_err(|f| f.error))
             .map(|plan| log_plan(&plan)),
         Action::Remove => restore_devices(ctx, &only, false).map(|(devices, r)| {
             for c in devices.iter().flat_map(|d| &d.changes) {
@@ -860,7 +865,7 @@ pub fn udev(
 /// Entry point for `coldplug`: `apply` reporting like the udev path.
 pub fn coldplug(ctx: &Ctx, profile: &Path) -> Result<u8, Error> {
     let profile = Profile::load(profile)?;
-    let plan = apply_profile(ctx, &profile, &[]).map_err(|(e, _)| e)?;
+    let plan = apply_profile(ctx, &profile, &[]).map_err(|f| f.error)?;
     log_plan(&plan);
     log::info!(
         "coldplug: {} disk(s), {} matched a rule, {} value(s) written",

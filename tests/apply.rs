@@ -233,7 +233,7 @@ fn a_failed_write_rolls_back_everything_this_run_wrote() {
         "{}",
         r.stderr
     );
-    assert!(r.stderr.contains("rolled back"), "{}", r.stderr);
+    r.assert_stderr_has("rolled back");
     let doc = r.json();
     assert_eq!(doc["changed"], false);
     assert!(doc["error"].as_str().unwrap().contains("rolled back"));
@@ -536,12 +536,7 @@ fn quiet_prints_only_errors_and_json_verbose_shows_each_write() {
     assert_eq!(r.json()["changed"], true, "asked-for JSON is still printed");
     let r = env.run(&["-v", "apply", p]);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    assert!(
-        r.stderr
-            .contains("blkqos: debug: write block/nvme0n1/queue/cpu_lat_limit_us = 4 (was -1)\n"),
-        "{}",
-        r.stderr
-    );
+    r.assert_stderr_has("blkqos: debug: write block/nvme0n1/queue/cpu_lat_limit_us = 4 (was -1)\n");
     let bad = env.profile("bad.toml", "[[rule]]\nname = 1\n");
     let r = env.run(&["-q", "apply", bad.to_str().unwrap()]);
     assert_eq!((r.code, r.stdout.as_str()), (2, ""));

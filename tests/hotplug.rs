@@ -79,12 +79,7 @@ cpu_lat_limit_us = 2
 
     let r = udev(&env, "remove", &dp, &p);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    assert!(
-        r.stderr
-            .contains("md0: removed; put back block/nvme2n1/queue/cpu_lat_limit_us = -1"),
-        "{}",
-        r.stderr
-    );
+    r.assert_stderr_has("md0: removed; put back block/nvme2n1/queue/cpu_lat_limit_us = -1");
     assert_eq!(limit(&env, "nvme2n1"), "-1");
     assert_eq!(limit(&env, "nvme3n1"), "-1");
     let state = env.state_json();
@@ -127,11 +122,7 @@ fn partitions_are_ignored_and_hostile_events_refused_without_writing() {
         &part,
         p.to_str().unwrap(),
     ]);
-    assert!(
-        r.stderr.contains("debug: ignored: partitions"),
-        "{}",
-        r.stderr
-    );
+    r.assert_stderr_has("debug: ignored: partitions");
 
     let outside = format!("{}/../../../../../etc", devpath(&env, "nvme0n1"));
     for (action, dp) in [
@@ -163,7 +154,7 @@ fn coldplug_tunes_every_present_disk() {
     for d in ["nvme0n1", "nvme1n1", "nvme2n1", "nvme3n1"] {
         assert_eq!(limit(&env, d), "4", "{d}");
         let line = format!("blkqos: {d}: rule \"nvme\": queue/cpu_lat_limit_us -1 -> 4\n");
-        assert!(r.stderr.contains(&line), "{}", r.stderr);
+        r.assert_stderr_has(&line);
     }
     assert!(
         r.stderr

@@ -21,6 +21,15 @@ pub struct Run {
 }
 
 impl Run {
+    /// Assert that stderr holds `needle`, showing all of stderr when not.
+    pub fn assert_stderr_has(&self, needle: &str) {
+        assert!(
+            self.stderr.contains(needle),
+            "{needle:?} not in stderr:\n{}",
+            self.stderr
+        );
+    }
+
     pub fn json(&self) -> Value {
         serde_json::from_str(&self.stdout)
             .unwrap_or_else(|e| panic!("not JSON ({e}): {}\nstderr: {}", self.stdout, self.stderr))
