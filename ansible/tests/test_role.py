@@ -64,7 +64,7 @@ class Host:
                     "ansible_python_interpreter='{{ ansible_playbook_python }}'\n")
 
     def play(self, *args, extra=None):
-        cmd = ["ansible-playbook", "-i", self.inventory, "playbook.yml", "-e", "@" + self.vars, *args]
+        cmd = ["ansible-playbook", "-i", self.inventory, "-c", "local", "playbook.yml", "-e", "@" + self.vars, *args]
         if extra is not None:
             cmd += ["-e", json.dumps(extra)]
         env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
