@@ -254,13 +254,18 @@ fn assemble(
     mut warnings: Vec<String>,
 ) -> Inventory {
     names.sort_by(|a, b| natural_cmp(a, b));
-    let mut devices: Vec<Device> = names
-        .iter()
-        .filter_map(|name| {
-            let props = properties.remove(name).unwrap_or_default();
-            read_device(sysfs, name, props, &mut warnings)
+    let work: Vec<(String, BTreeMap<String, String>)> = names
+        .into_iter()
+        .map(|n| {
+            let props = properties.remove(&n).unwrap_or_default();
+            (n, props)
         })
         .collect();
+    let mut devices = Vec::with_capacity(work.len());
+    for (found, mut w) in read_devices(sysfs, work) {
+        devices.extend(found);
+        warnings.append(&mut w);
+    }
 
     link_multipath(&mut devices);
     let targets: Vec<Vec<String>> = devices
@@ -293,8 +298,55 @@ fn partition_parent(sysfs: &Sysfs, name: &str) -> Option<String> {
     if !sysfs.exists(&format!("class/block/{name}/partition")) {
         return None;
     }
-    let canon = sysfs.canonical(&format!("class/block/{name}")).ok()?;
+    let canon = sysfs.resolve(&format!("class/block/{name}")).ok()?;
     Some(canon.rsplit('/').nth(1)?.to_string())
+}
+
+/// Disks read in parallel: reading one is a few dozen small syscalls, and
+/// a host with a thousand disks otherwise waits on them one after another.
+/// Results come back in the order given.
+fn read_devices(
+    sysfs: &Sysfs,
+    work: Vec<(String, BTreeMap<String, String>)>,
+) -> Vec<(Option<Device>, Vec<String>)> {
+    const PER_THREAD_MIN: usize = 64;
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(8)
+        .min(work.len().div_ceil(PER_THREAD_MIN))
+        .max(1);
+    let read_all = |chunk: Vec<(String, BTreeMap<String, String>)>| {
+        chunk
+            .into_iter()
+            .map(|(name, props)| {
+                let mut w = Vec::new();
+                (read_device(sysfs, &name, props, &mut w), w)
+            })
+            .collect::<Vec<_>>()
+    };
+    if threads == 1 {
+        return read_all(work);
+    }
+    let per = work.len().div_ceil(threads);
+    let mut chunks = Vec::new();
+    let mut rest = work;
+    while rest.len() > per {
+        let tail = rest.split_off(per);
+        chunks.push(rest);
+        rest = tail;
+    }
+    chunks.push(rest);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = chunks
+            .into_iter()
+            .map(|c| s.spawn(move || read_all(c)))
+            .collect();
+        handles
+            .into_iter()
+            // A panic in a reader is a bug; carry it to this thread.
+            .flat_map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
+    })
 }
 
 fn read_device(
@@ -304,7 +356,7 @@ fn read_device(
     warnings: &mut Vec<String>,
 ) -> Option<Device> {
     let base = format!("block/{name}");
-    let syspath = match sysfs.canonical(&base) {
+    let syspath = match sysfs.resolve(&base) {
         Ok(p) => p,
         Err(e) => {
             warnings.push(format!("{name}: cannot resolve {base}: {e}"));
@@ -359,7 +411,7 @@ fn read_device(
     let wwid = prop("ID_WWN")
         .or_else(|| sysfs.attr(&format!("{base}/wwid")))
         .or_else(|| dev_attr("wwid"));
-    let device_path = sysfs.canonical(&format!("{base}/device")).ok();
+    let device_path = sysfs.resolve(&format!("{base}/device")).ok();
     let driver = device_path
         .as_deref()
         .and_then(|p| nearest_driver(sysfs, p));

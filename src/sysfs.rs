@@ -4,19 +4,26 @@
 use std::fs::{self, OpenOptions};
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 /// sysfs attributes are at most one page; anything longer is not an attribute
 /// (a fake tree pointing at /dev/zero, say) and must not make us read forever.
 const MAX_ATTR_BYTES: u64 = 64 * 1024;
+const PAGE: usize = 4096;
 
 #[derive(Debug, Clone)]
 pub struct Sysfs {
     root: PathBuf,
+    /// The root's canonical path, resolved once.
+    canonical_root: OnceLock<PathBuf>,
 }
 
 impl Sysfs {
     pub fn new(root: impl Into<PathBuf>) -> Self {
-        Sysfs { root: root.into() }
+        Sysfs {
+            root: root.into(),
+            canonical_root: OnceLock::new(),
+        }
     }
 
     pub fn root(&self) -> &Path {
@@ -35,10 +42,14 @@ impl Sysfs {
     /// An attribute's value with the trailing newline and blanks removed
     /// (SCSI model strings are blank-padded).
     pub fn read(&self, rel: &str) -> io::Result<String> {
-        let mut buf = Vec::new();
-        fs::File::open(self.path(rel))?
-            .take(MAX_ATTR_BYTES)
-            .read_to_end(&mut buf)?;
+        let mut file = fs::File::open(self.path(rel))?;
+        // One read(2) returns a whole attribute; only a full page asks for more.
+        let mut buf = vec![0; PAGE];
+        let n = file.read(&mut buf)?;
+        buf.truncate(n);
+        if n == PAGE {
+            file.take(MAX_ATTR_BYTES).read_to_end(&mut buf)?;
+        }
         let text = String::from_utf8_lossy(&buf);
         Ok(text.trim_end_matches(['\n', ' ', '\t', '\0']).to_string())
     }
@@ -84,9 +95,15 @@ impl Sysfs {
     /// The canonical location of `rel` as a path relative to the root, or an
     /// error when it resolves outside the tree.
     pub fn canonical(&self, rel: &str) -> io::Result<String> {
-        let root = fs::canonicalize(&self.root)?;
+        let root = match self.canonical_root.get() {
+            Some(r) => r,
+            None => {
+                let r = fs::canonicalize(&self.root)?;
+                self.canonical_root.get_or_init(|| r)
+            }
+        };
         let full = fs::canonicalize(self.path(rel))?;
-        full.strip_prefix(&root)
+        full.strip_prefix(root)
             .map(|p| p.to_string_lossy().into_owned())
             .map_err(|_| {
                 io::Error::new(
@@ -94,6 +111,42 @@ impl Sysfs {
                     format!("{} is outside the sysfs root", full.display()),
                 )
             })
+    }
+
+    /// Where `rel` leads, relative to the root, resolving the links along it
+    /// but trusting each link's target to be made of real directories, as
+    /// sysfs links are: a readlink per component of `rel` instead of one per
+    /// component of every path `canonical` walks. For naming and topology
+    /// only; whether a path escapes the root is `canonical`'s to decide.
+    pub fn resolve(&self, rel: &str) -> io::Result<String> {
+        let mut at: Vec<String> = Vec::new();
+        for part in rel.split('/').filter(|p| !p.is_empty() && *p != ".") {
+            if part == ".." {
+                at.pop();
+                continue;
+            }
+            at.push(part.to_string());
+            match fs::read_link(self.path(&at.join("/"))) {
+                Ok(target) => {
+                    at.pop();
+                    for t in target.to_string_lossy().split('/') {
+                        match t {
+                            "" | "." => {}
+                            ".." => {
+                                at.pop();
+                            }
+                            t => at.push(t.to_string()),
+                        }
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::InvalidInput => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let at = at.join("/");
+        // a dangling link resolves lexically; it does not lead anywhere
+        fs::metadata(self.path(&at))?;
+        Ok(at)
     }
 
     /// The last component of a symlink's target (`driver` -> `nvme`).
@@ -143,6 +196,43 @@ pub fn is_vanished(err: &io::Error) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn resolve_follows_links_like_canonical_for_sysfs_layouts() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let r = dir.path();
+        fs::create_dir_all(r.join("devices/pci0/nvme/nvme0/nvme0n1/nvme0n1p1")).expect("mkdir");
+        fs::create_dir_all(r.join("block")).expect("mkdir");
+        fs::create_dir_all(r.join("class/block")).expect("mkdir");
+        let link = |target: &str, at: &str| {
+            std::os::unix::fs::symlink(target, r.join(at)).expect("symlink")
+        };
+        link("../devices/pci0/nvme/nvme0/nvme0n1", "block/nvme0n1");
+        link(
+            "../../devices/pci0/nvme/nvme0/nvme0n1/nvme0n1p1",
+            "class/block/nvme0n1p1",
+        );
+        link(
+            "../../../nvme/nvme0",
+            "devices/pci0/nvme/nvme0/nvme0n1/device",
+        );
+        link("../devices/gone", "block/gone");
+        let sysfs = Sysfs::new(r);
+        for rel in [
+            "block/nvme0n1",
+            "class/block/nvme0n1p1",
+            "block/nvme0n1/device",
+            "block",
+        ] {
+            assert_eq!(
+                sysfs.resolve(rel).expect(rel),
+                sysfs.canonical(rel).expect(rel),
+                "{rel}"
+            );
+        }
+        assert!(sysfs.resolve("block/gone").is_err(), "dangling");
+        assert!(sysfs.resolve("block/none").is_err(), "missing");
+    }
 
     #[test]
     fn natural_order_sorts_numbers_by_value() {

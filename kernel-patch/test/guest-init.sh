@@ -5,7 +5,8 @@
 # Settings come from the kernel command line: blkqos.mode=psd (the
 # patched kernel) or blkqos.mode=nopsd (CONFIG_CPU_IDLE_PSD=n);
 # blkqos.only=hotpath skips the checks and only measures the hot path;
-# blkqos.hotpath_ios=N sets its I/O count.
+# blkqos.hotpath_ios=N sets its I/O count; blkqos.only=bench runs the
+# benchmark matrix of bench/kernel, blkqos.bench_ios=N I/Os per point.
 
 export PATH=/bin:/sbin:/usr/bin:/usr/sbin
 mount -t proc proc /proc
@@ -20,6 +21,8 @@ MODE=$(sed -n 's/.*blkqos\.mode=\([a-z]*\).*/\1/p' /proc/cmdline)
 ONLY=$(sed -n 's/.*blkqos\.only=\([a-z]*\).*/\1/p' /proc/cmdline)
 HOTPATH_IOS=$(sed -n 's/.*blkqos\.hotpath_ios=\([0-9]*\).*/\1/p' /proc/cmdline)
 : "${HOTPATH_IOS:=20000}"
+BENCH_IOS=$(sed -n 's/.*blkqos\.bench_ios=\([0-9]*\).*/\1/p' /proc/cmdline)
+: "${BENCH_IOS:=2000}"
 IOS=64			# I/Os per idle-selection phase
 SLOW_NS=1000000		# completion time that makes DEEP worth entering
 CPUIDLE=/sys/devices/system/cpu/cpuidle
@@ -303,19 +306,88 @@ check_udevd() {
 	udevadm control --exit
 }
 
-# Hot-path cost: inline completion, the fio CPU never idles.
-hot_path() {
-	mknull hp queue_mode=2 irqmode=0 submit_queues=2 || fail setup-nullb-hp
+# Hot-path cost: the fio CPU never idles. irqmode 0 completes inline,
+# 1 in a softirq on the same CPU.
+hot_path() { # [irqmode]
+	irq=${1:-0}
+	mknull hp queue_mode=2 irqmode=$irq submit_queues=2 || fail setup-nullb-hp
 	fio_qd1 hp 2000 >/dev/null	# warm up
 	if [ "$MODE" = nopsd ]; then
-		measure "hotpath variant=nopsd $(fio_qd1 hp "$HOTPATH_IOS" | tr ' ' ,)"
+		measure "hotpath variant=nopsd $(fio_qd1 hp "$HOTPATH_IOS" | tr ' ' ,) irq=$irq"
 	else
-		measure "hotpath variant=off $(fio_qd1 hp "$HOTPATH_IOS" | tr ' ' ,)"
+		measure "hotpath variant=off $(fio_qd1 hp "$HOTPATH_IOS" | tr ' ' ,) irq=$irq"
 		echo 10 >"$(knob hp limit_us)"
-		measure "hotpath variant=on $(fio_qd1 hp "$HOTPATH_IOS" | tr ' ' ,)"
+		measure "hotpath variant=on $(fio_qd1 hp "$HOTPATH_IOS" | tr ' ' ,) irq=$irq"
 		echo -1 >"$(knob hp limit_us)"
 	fi
 	rmnull hp
+}
+
+# Latency of QD1/QD4 4k random reads on CPU1 through libaio:
+# prints "iops mean_us p99_us p99.9_us max_us"
+fio_lat() { # dev iodepth nr_ios
+	fio --name=lat --filename="/dev/$1" --rw=randread --bs=4k \
+		--ioengine=libaio --iodepth="$2" --direct=1 --number_ios="$3" \
+		--size=64m --cpus_allowed=1 --norandommap --randrepeat=1 \
+		--percentile_list=99:99.9 --output-format=terse \
+		--terse-version=3 2>/tmp/fio.err |
+		awk -F';' '$1 == 3 {
+			p99 = p999 = 0
+			for (i = 18; i <= 37; i++) {
+				split($i, a, "=")
+				if (a[1] == "99.000000%") p99 = a[2]
+				if (a[1] == "99.900000%") p999 = a[2]
+			}
+			printf "%s %s %s %s %s\n", $8, $16, p99, p999, $15
+		}'
+}
+
+deep_disabled() { # 0|1: the floor ("C-states off") is the deep state disabled everywhere
+	for s in /sys/devices/system/cpu/cpu*/cpuidle/state2/disable; do
+		echo "$1" >"$s"
+	done
+}
+
+# One benchmark configuration on device bl: baseline (deep allowed, knob
+# off), floor (deep disabled on every CPU), limit10 / limit0 (knob, 3 ms).
+bench_config() { # cfg
+	deep_disabled 0
+	echo -1 >"$(knob bl limit_us)"
+	echo 3 >"$(knob bl timeout_ms)"
+	case $1 in
+	floor) deep_disabled 1 ;;
+	limit10) echo 10 >"$(knob bl limit_us)" ;;
+	limit0) echo 0 >"$(knob bl limit_us)" ;;
+	esac
+	sleep 0.05	# let a lease from the previous configuration lapse
+}
+
+# What the lease buys (latency) and what it keeps (deep residency after
+# the I/O stops), per governor and completion time.
+bench_latency_power() {
+	for g in menu teo; do
+		echo $g >$CPUIDLE/current_governor
+		for cns in 20000 50000; do
+			mknull bl queue_mode=2 irqmode=2 completion_nsec=$cns \
+				submit_queues=2 || fail setup-nullb-bl
+			for qd in 1 4; do
+				for cfg in baseline floor limit10 limit0; do
+					bench_config $cfg
+					set -- $(fio_lat bl $qd "$BENCH_IOS")
+					measure "lat gov=$g cnsec=$cns qd=$qd cfg=$cfg" \
+						"iops=$1 mean=$2 p99=$3 p999=$4 max=$5"
+				done
+			done
+			for cfg in baseline floor limit10 limit0; do
+				bench_config $cfg
+				measure "power gov=$g cnsec=$cns cfg=$cfg" \
+					"$(idle-watch /dev/bl 1 0 200 2 1000000)"
+			done
+			bench_config baseline
+			rmnull bl
+		done
+	done
+	echo menu >$CPUIDLE/current_governor
 }
 
 expect idle-driver "$(cat $CPUIDLE/current_driver)" = blkqos_test
@@ -327,6 +399,13 @@ clock_cost() {
 if [ "$ONLY" = hotpath ]; then
 	clock_cost
 	hot_path
+	echo BLKQOS-DONE
+	reboot -f
+fi
+if [ "$ONLY" = bench ]; then
+	hot_path 0
+	hot_path 1
+	[ "$MODE" = nopsd ] || bench_latency_power
 	echo BLKQOS-DONE
 	reboot -f
 fi
