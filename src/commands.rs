@@ -400,7 +400,12 @@ fn restore_devices(
     only: &[String],
     dry_run: bool,
 ) -> Result<(Vec<RestoredDevice>, apply::Restored), Error> {
-    let inv = scan_for(ctx, only);
+    // Restoring everything needs no discovery: the state names every path.
+    let inv = if only.is_empty() {
+        Inventory::default()
+    } else {
+        scan_for(ctx, only)
+    };
     let (rules, mut restored) = if dry_run {
         let state = ctx.state.read()?;
         let (_, planned) = apply::plan_restore(&ctx.sysfs, &state, &inv, only)?;

@@ -310,6 +310,10 @@ fn read_devices(
     work: Vec<(String, BTreeMap<String, String>)>,
 ) -> Vec<(Option<Device>, Vec<String>)> {
     const PER_THREAD_MIN: usize = 64;
+    let possible = sysfs
+        .attr("devices/system/cpu/possible")
+        .and_then(|l| parse_cpu_list(&l));
+    let possible = possible.as_deref();
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(8)
@@ -320,7 +324,7 @@ fn read_devices(
             .into_iter()
             .map(|(name, props)| {
                 let mut w = Vec::new();
-                (read_device(sysfs, &name, props, &mut w), w)
+                (read_device(sysfs, possible, &name, props, &mut w), w)
             })
             .collect::<Vec<_>>()
     };
@@ -351,6 +355,7 @@ fn read_devices(
 
 fn read_device(
     sysfs: &Sysfs,
+    possible: Option<&[u32]>,
     name: &str,
     properties: BTreeMap<String, String>,
     warnings: &mut Vec<String>,
@@ -365,17 +370,25 @@ fn read_device(
     };
     let flag = |rel: &str| sysfs.attr(&format!("{base}/{rel}")).as_deref() == Some("1");
     let request_based = sysfs.exists(&format!("{base}/mq"));
-    let mut cpus = BTreeSet::new();
     let queues = sysfs.list(&format!("{base}/mq"));
-    for q in &queues {
-        let list = sysfs
-            .attr(&format!("{base}/mq/{q}/cpu_list"))
-            .unwrap_or_default();
-        match parse_cpu_list(&list) {
-            Some(c) => cpus.extend(c),
-            None => warnings.push(format!("{name}: unreadable mq/{q}/cpu_list {list:?}")),
+    let cpus = match possible {
+        // blk-mq maps every possible CPU to one of a disk's hardware queues,
+        // so their cpu_lists (one per CPU on NVMe) add up to `possible`.
+        Some(all) if !queues.is_empty() => all.to_vec(),
+        _ => {
+            let mut cpus = BTreeSet::new();
+            for q in &queues {
+                let list = sysfs
+                    .attr(&format!("{base}/mq/{q}/cpu_list"))
+                    .unwrap_or_default();
+                match parse_cpu_list(&list) {
+                    Some(c) => cpus.extend(c),
+                    None => warnings.push(format!("{name}: unreadable mq/{q}/cpu_list {list:?}")),
+                }
+            }
+            cpus.into_iter().collect()
         }
-    }
+    };
     let parent_dir = syspath.rsplit('/').nth(1).unwrap_or("");
     let grandparent = syspath.rsplit('/').nth(2).unwrap_or("");
     let kind = if grandparent == "nvme-subsystem" || parent_dir.starts_with("nvme-subsys") {
@@ -436,7 +449,7 @@ fn read_device(
             .and_then(|s| s.parse::<u64>().ok())
             .unwrap_or(0)
             .saturating_mul(512),
-        cpus: cpus.into_iter().collect(),
+        cpus,
         hw_queues: queues.len(),
         slaves: sysfs.list(&format!("{base}/slaves")),
         holders: sysfs.list(&format!("{base}/holders")),

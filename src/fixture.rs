@@ -88,6 +88,10 @@ impl Fixture {
         for cpu in 0..cpus {
             f.cpu(cpu, INTEL_IDLE);
         }
+        f.put(
+            "devices/system/cpu/possible",
+            &format!("0-{}", cpus.max(1) - 1),
+        );
         f
     }
 

@@ -1,0 +1,117 @@
+#!/usr/bin/env python3
+"""The command's cost: wall time and peak RSS of blkqos on fake trees of N
+NVMe disks, next to the floor of doing the same writes with a shell loop.
+
+Usage: bench/cli.py [N ...] [--runs R] [--json FILE]   (default N: 1 100 1000 10000)
+
+For each N: `apply --dry-run`, the first `apply` (N writes), a no-op second
+`apply`, `restore`, one `udev` add and remove event for one disk (with the
+other N-1 tuned and their originals saved, as on a running host), and the
+floors: `sh` writing the same N attribute files in a loop, and one file.
+Each figure is the median wall time of R runs and the largest peak RSS (GNU
+time: the parent must be small, since Linux carries the forking process's
+RSS into a child's ru_maxrss until exec). Trees live in /dev/shm: /sys is
+in memory too. Prints a Markdown table; --json writes the figures.
+"""
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BIN = os.path.join(ROOT, "target", "release", "blkqos")
+MKFIX = os.path.join(ROOT, "target", "release", "examples", "mkfixture")
+PROFILE = os.path.join(ROOT, "config", "blkqos.toml")
+SHM = "/dev/shm" if os.path.isdir("/dev/shm") else None
+
+
+def spawn(cmd):
+    """Wall seconds and peak RSS (KiB) of one run."""
+    with tempfile.NamedTemporaryFile("r") as out:
+        t0 = time.perf_counter()
+        subprocess.run(["/usr/bin/time", "-f", "%M", "-o", out.name, *cmd], check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wall = time.perf_counter() - t0
+        return wall, int(out.read().split()[-1])
+
+
+def run_steps(steps):
+    for step in steps:
+        subprocess.run(step, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def measure(cmd, reset, runs):
+    walls, rss = [], []
+    for _ in range(runs):
+        run_steps(reset)
+        wall, peak = spawn(cmd)
+        walls.append(wall)
+        rss.append(peak)
+    return {"wall_ms": round(statistics.median(walls) * 1000, 2), "rss_mib": round(max(rss) / 1024, 2)}
+
+
+def measure_size(n, runs):
+    rows = {}
+    with tempfile.TemporaryDirectory(dir=SHM) as tmp:
+        sysfs, state = os.path.join(tmp, "sys"), os.path.join(tmp, "run", "blkqos")
+        subprocess.run([MKFIX, sysfs, f"nvme:{n}", "queue"], check=True, stdout=subprocess.DEVNULL)
+        base = [BIN, "--log", "stderr", "--sysfs", sysfs, "--state-dir", state]
+        disk = os.path.realpath(os.path.join(sysfs, "class/block/nvme0n1"))
+        devpath = disk[len(os.path.realpath(sysfs)):]
+
+        def udev(action):
+            return base + ["udev", "--action", action, "--devpath", devpath, PROFILE]
+
+        apply_, restore = base + ["apply", PROFILE], base + ["restore"]
+        # the writes apply makes, by the cheapest means there is
+        loop = 'for f in "$0"/block/*/queue/cpu_lat_limit_us; do echo 4 >"$f"; done'
+        one = 'echo 4 >"$0"/block/nvme0n1/queue/cpu_lat_limit_us'
+        cases = [
+            ("apply --dry-run", base + ["apply", PROFILE, "--dry-run", "--json"], [restore]),
+            ("apply (writes)", base + ["apply", PROFILE, "--json"], [restore]),
+            ("apply (no-op)", base + ["apply", PROFILE, "--json"], [restore, apply_]),
+            ("restore", base + ["restore", "--json"], [apply_]),
+            ("floor: sh loop writing the same files", ["sh", "-c", loop, sysfs], [restore]),
+            ("udev add (one event)", udev("add"), [apply_, restore + ["--device", "nvme0n1"]]),
+            ("udev remove (one event)", udev("remove"), [apply_]),
+            ("floor: sh writing one file", ["sh", "-c", one, sysfs], [restore]),
+        ]
+        for name, cmd, reset in cases:
+            rows[name] = measure(cmd, reset, runs)
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("sizes", nargs="*", type=int, default=[1, 100, 1000, 10000])
+    ap.add_argument("--runs", type=int, default=7)
+    ap.add_argument("--json", help="write the figures here")
+    a = ap.parse_args()
+    # udev events would log to syslog or the kernel log of the machine
+    os.environ["BLKQOS_LOG"] = "stderr"
+    subprocess.run(["cargo", "build", "--release", "--quiet", "--bin", "blkqos", "--example", "mkfixture"],
+                   cwd=ROOT, check=True)
+    start = statistics.median(spawn(["true"])[0] for _ in range(max(a.runs, 9))) * 1000
+    result = {"process_start_ms": round(start, 2), "runs": a.runs, "sizes": {}}
+    print(f"blkqos command cost, median of {a.runs} runs, max peak RSS; nproc={os.cpu_count()}")
+    print()
+    print("| disks | command | wall (ms) | peak RSS (MiB) |")
+    print("|---:|---|---:|---:|")
+    print(f"| - | `true` (starting any process, measured the same way) | {start:.1f} | - |")
+    for n in a.sizes:
+        rows = measure_size(n, a.runs)
+        result["sizes"][str(n)] = rows
+        for name, r in rows.items():
+            print(f"| {n} | {name} | {r['wall_ms']:.1f} | {r['rss_mib']:.1f} |")
+    if a.json:
+        result["machine"] = {"nproc": os.cpu_count(), "kernel": platform.release()}
+        with open(a.json, "w") as f:
+            json.dump(result, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
