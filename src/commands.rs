@@ -14,7 +14,7 @@ use crate::report::{Document, Style, human_size, table, warnings};
 use crate::state::{Saved, StateDir};
 use crate::sysfs::Sysfs;
 use serde::Serialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -236,9 +236,9 @@ fn apply_profile(ctx: &Ctx, profile: &Profile, only: &[String]) -> Result<Plan, 
         build_plan(ctx, profile, &locked.state.saved, only).map_err(|e| failed(e, None))?;
     match apply::apply(&ctx.sysfs, &mut locked, &plan) {
         Ok(written) => {
+            let done: HashSet<&str> = written.changes.iter().map(|w| w.path.as_str()).collect();
             for d in &mut plan.devices {
-                d.changes
-                    .retain(|c| written.changes.iter().any(|w| w.path == c.path));
+                d.changes.retain(|c| done.contains(c.path.as_str()));
             }
             plan.warnings.extend(
                 written

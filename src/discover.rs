@@ -8,7 +8,8 @@ use crate::backend::Abi;
 use crate::idle::parse_cpu_list;
 use crate::sysfs::{Sysfs, natural_cmp};
 use serde::Serialize;
-use std::collections::{BTreeMap, BTreeSet};
+use std::cell::OnceCell;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::str::FromStr;
 
@@ -138,11 +139,21 @@ pub struct Inventory {
     pub warnings: Vec<String>,
     /// "udev" or "sysfs": where the list of disks came from.
     pub source: &'static str,
+    /// Name -> position in `devices`, built on the first lookup: plans look
+    /// devices up by name once per target, thousands of times on big hosts.
+    index: OnceCell<HashMap<String, usize>>,
 }
 
 impl Inventory {
     pub fn get(&self, name: &str) -> Option<&Device> {
-        self.devices.iter().find(|d| d.name == name)
+        let index = self.index.get_or_init(|| {
+            self.devices
+                .iter()
+                .enumerate()
+                .map(|(i, d)| (d.name.clone(), i))
+                .collect()
+        });
+        index.get(name).map(|&i| &self.devices[i])
     }
 
     /// Devices that rules may match: whole, visible, non-empty disks.
@@ -164,8 +175,9 @@ pub fn scan(sysfs: &Sysfs) -> Inventory {
     };
     // udev may not have processed every disk yet (early boot); sysfs is the
     // authority on what exists, udev only adds names and properties.
+    let known: std::collections::HashSet<String> = names.iter().cloned().collect();
     for name in sysfs.list("block") {
-        if !names.contains(&name) {
+        if !known.contains(&name) {
             names.push(name);
         }
     }
@@ -268,9 +280,10 @@ fn assemble(
     }
 
     link_multipath(&mut devices);
+    let by_name: HashMap<&str, &Device> = devices.iter().map(|d| (d.name.as_str(), d)).collect();
     let targets: Vec<Vec<String>> = devices
         .iter()
-        .map(|d| resolve(&devices, partitions, &d.name, &mut warnings))
+        .map(|d| resolve(&by_name, partitions, &d.name, &mut warnings))
         .collect();
     for (d, t) in devices.iter_mut().zip(targets) {
         d.targets = t;
@@ -282,6 +295,7 @@ fn assemble(
         devices,
         warnings,
         source,
+        index: OnceCell::new(),
     }
 }
 
@@ -491,13 +505,13 @@ fn link_multipath(devices: &mut [Device]) {
 /// The request queues a device's I/O ends up on, following multipath links and
 /// `slaves/` (a partition counts as its disk), recursively.
 fn resolve(
-    devices: &[Device],
+    devices: &HashMap<&str, &Device>,
     partitions: &BTreeMap<String, String>,
     name: &str,
     warnings: &mut Vec<String>,
 ) -> Vec<String> {
     fn walk(
-        devices: &[Device],
+        devices: &HashMap<&str, &Device>,
         partitions: &BTreeMap<String, String>,
         name: &str,
         seen: &mut BTreeSet<String>,
@@ -508,7 +522,7 @@ fn resolve(
         if !seen.insert(name.to_string()) {
             return;
         }
-        let Some(d) = devices.iter().find(|d| d.name == name) else {
+        let Some(d) = devices.get(name) else {
             warnings.push(format!(
                 "{name}: listed as a lower device but not found under block/"
             ));

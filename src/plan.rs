@@ -12,7 +12,7 @@ use crate::profile::{Fallback, Limit, Profile};
 use crate::state::Saved;
 use crate::sysfs::{Sysfs, is_vanished};
 use serde::Serialize;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Change {
@@ -274,17 +274,19 @@ pub fn build(
             },
         );
     }
+    // Device plans by name: looked up once per path, thousands on big hosts.
+    let at: HashMap<String, usize> = devices
+        .iter()
+        .enumerate()
+        .map(|(i, d)| (d.name.clone(), i))
+        .collect();
     // What blkqos wrote earlier and no rule asks for now goes back to its
     // original: the profile describes the whole tuning, not additions to it.
     for (path, s) in saved {
         if desired.contains_key(path) {
             continue;
         }
-        let Some(owner) = s
-            .owners
-            .iter()
-            .find(|o| devices.iter().any(|d| &d.name == *o))
-        else {
+        let Some(owner) = s.owners.iter().find(|o| at.contains_key(o.as_str())) else {
             continue;
         };
         desired.insert(
@@ -298,8 +300,8 @@ pub fn build(
         );
     }
     for (dev, target, backend) in backends {
-        if let Some(dp) = devices.iter_mut().find(|p| p.name == dev) {
-            dp.backend.insert(target, backend);
+        if let Some(&i) = at.get(&dev) {
+            devices[i].backend.insert(target, backend);
         }
     }
 
@@ -331,8 +333,8 @@ pub fn build(
             after: want.value,
             owners: want.subjects,
         };
-        if let Some(dp) = devices.iter_mut().find(|p| p.name == want.owner) {
-            dp.changes.push(change);
+        if let Some(&i) = at.get(&want.owner) {
+            devices[i].changes.push(change);
         }
     }
     if let Some(s) = &scope {

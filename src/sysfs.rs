@@ -9,7 +9,8 @@ use std::sync::OnceLock;
 /// sysfs attributes are at most one page; anything longer is not an attribute
 /// (a fake tree pointing at /dev/zero, say) and must not make us read forever.
 const MAX_ATTR_BYTES: u64 = 64 * 1024;
-const PAGE: usize = 4096;
+/// Most attributes are a number or a name; a longer one takes a second read.
+const FIRST_READ: usize = 256;
 
 #[derive(Debug, Clone)]
 pub struct Sysfs {
@@ -43,11 +44,11 @@ impl Sysfs {
     /// (SCSI model strings are blank-padded).
     pub fn read(&self, rel: &str) -> io::Result<String> {
         let mut file = fs::File::open(self.path(rel))?;
-        // One read(2) returns a whole attribute; only a full page asks for more.
-        let mut buf = vec![0; PAGE];
-        let n = file.read(&mut buf)?;
-        buf.truncate(n);
-        if n == PAGE {
+        // One read(2) returns a whole attribute; only a full buffer asks for more.
+        let mut first = [0u8; FIRST_READ];
+        let n = file.read(&mut first)?;
+        let mut buf = first[..n].to_vec();
+        if n == FIRST_READ {
             file.take(MAX_ATTR_BYTES).read_to_end(&mut buf)?;
         }
         let text = String::from_utf8_lossy(&buf);
