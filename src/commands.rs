@@ -28,6 +28,16 @@ fn scan(ctx: &Ctx) -> Inventory {
     discover::scan(&ctx.sysfs)
 }
 
+/// `--device` names go into sysfs paths: only kernel block device names.
+fn check_names(only: &[String]) -> Result<(), Error> {
+    match only.iter().find(|n| !hotplug::is_kernel_name(n)) {
+        Some(bad) => Err(Error::Usage(format!(
+            "--device {bad:?}: not a block device name"
+        ))),
+        None => Ok(()),
+    }
+}
+
 /// Every disk, or (for `--device` and udev events) only the named ones and
 /// the disks stacked with them: the plan for the named ones is the same.
 fn scan_for(ctx: &Ctx, only: &[String]) -> Inventory {
@@ -188,8 +198,13 @@ pub fn apply(
     only: &[String],
     out: &mut String,
 ) -> Result<u8, Error> {
+    check_names(only)?;
     // Validated before taking the lock: a bad profile must not touch the state dir.
-    let profile = Profile::load(profile)?;
+    let profile = if dry_run {
+        Profile::load(profile)?
+    } else {
+        Profile::load_for_writing(profile)?
+    };
     if dry_run {
         let plan = preview_plan(ctx, &profile, only)?;
         emit_plan(ctx, "apply", &plan, true, json, out);
@@ -439,6 +454,7 @@ pub fn restore(
     only: &[String],
     out: &mut String,
 ) -> Result<u8, Error> {
+    check_names(only)?;
     let (devices, restored) = restore_devices(ctx, only, dry_run)?;
     // Forgetting saved values that already match changes the state file.
     let changed = !devices.is_empty() || restored.forgotten > 0;
@@ -836,7 +852,7 @@ pub fn udev(
     let name = &event.name;
     let only = [name.clone()];
     let result = match event.action {
-        Action::Add | Action::Change => Profile::load(profile)
+        Action::Add | Action::Change => Profile::load_for_writing(profile)
             .map_err(Error::from)
             .and_then(|p| apply_profile(ctx, &p, &only).map_err(|f| f.error))
             .map(|plan| log_plan(&plan)),
@@ -869,7 +885,7 @@ pub fn udev(
 
 /// Entry point for `coldplug`: `apply` reporting like the udev path.
 pub fn coldplug(ctx: &Ctx, profile: &Path) -> Result<u8, Error> {
-    let profile = Profile::load(profile)?;
+    let profile = Profile::load_for_writing(profile)?;
     let plan = apply_profile(ctx, &profile, &[]).map_err(|f| f.error)?;
     log_plan(&plan);
     log::info!(

@@ -103,7 +103,7 @@ pub fn parse(
 
 /// Names the kernel gives block devices: `sda`, `nvme0n1`, `md127`, `dm-0`,
 /// `cciss!c0d0` (a `/` in the driver's name becomes `!` in sysfs).
-fn is_kernel_name(name: &str) -> bool {
+pub fn is_kernel_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 32
         && name

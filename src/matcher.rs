@@ -23,10 +23,17 @@ impl Globs {
                     None => (false, p.as_str()),
                 };
                 if body.is_empty() {
-                    return Err(format!("empty glob pattern {p:?}"));
+                    return Err(format!(
+                        "empty glob pattern {p:?}; expected a glob after the '!'"
+                    ));
                 }
                 let glob =
-                    Glob::new(body).map_err(|e| format!("invalid glob {p:?}: {}", e.kind()))?;
+                    Glob::new(body).map_err(|e| {
+                    format!(
+                        "invalid glob {p:?}: {}; expected a shell glob (*, ?, [a-z], {{a,b}}), optionally after '!'",
+                        e.kind()
+                    )
+                })?;
                 Ok((neg, p.clone(), glob.compile_matcher()))
             })
             .collect::<Result<Vec<_>, String>>()?;

@@ -9,6 +9,7 @@ use regex::Regex;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
+use std::io::Read;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use toml::{Spanned, Value};
@@ -20,6 +21,8 @@ pub enum ProfileError {
         file: PathBuf,
         source: std::io::Error,
     },
+    #[error("{}: refusing a profile {why}: as root, only a profile that only root can change is applied", file.display())]
+    Untrusted { file: PathBuf, why: String },
     #[error("{}:{line}:{column}: {message}", file.display())]
     Invalid {
         file: PathBuf,
@@ -89,10 +92,45 @@ pub struct Profile {
 }
 
 impl Profile {
+    /// Load a profile that is about to be written to the system: as root,
+    /// only one that nobody but root can change.
+    pub fn load_for_writing(path: &Path) -> Result<Profile, ProfileError> {
+        // SAFETY: geteuid() has no preconditions and cannot fail.
+        if unsafe { libc::geteuid() } == 0 {
+            check_trusted(path)?;
+        }
+        Profile::load(path)
+    }
+
     pub fn load(path: &Path) -> Result<Profile, ProfileError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ProfileError::Read {
+        let read_err = |source| ProfileError::Read {
             file: path.to_path_buf(),
             source,
+        };
+        let mut bytes = Vec::new();
+        std::fs::File::open(path)
+            .map_err(read_err)?
+            .take(MAX_PROFILE_BYTES + 1)
+            .read_to_end(&mut bytes)
+            .map_err(read_err)?;
+        let invalid = |offset: usize, message: String| {
+            let (line, column) = line_col(&String::from_utf8_lossy(&bytes[..offset]), offset);
+            ProfileError::Invalid {
+                file: path.to_path_buf(),
+                line,
+                column,
+                message,
+            }
+        };
+        if bytes.len() as u64 > MAX_PROFILE_BYTES {
+            return Err(invalid(
+                0,
+                format!("larger than {MAX_PROFILE_BYTES} bytes; expected a profile, not this"),
+            ));
+        }
+        let text = String::from_utf8(bytes.clone()).map_err(|e| {
+            let at = e.utf8_error().valid_up_to();
+            invalid(at, "not UTF-8 text; expected a TOML profile".to_string())
         })?;
         Profile::parse(path, &text)
     }
@@ -108,10 +146,8 @@ impl Profile {
             }
         };
         let raw: RawProfile = toml::from_str(text).map_err(|e| {
-            err(
-                e.span().unwrap_or(0..0),
-                e.message().trim().replace('\n', "; "),
-            )
+            let message = e.message().trim().replace('\n', "; ");
+            err(e.span().unwrap_or(0..0), with_expectation(message))
         })?;
         let defaults = match raw.defaults {
             Some(d) => settings(&d.cpu_lat_limit_us, &d.cpu_lat_timeout_ms, &d.fallback)
@@ -122,6 +158,13 @@ impl Profile {
         for r in raw.rule {
             let rule = rule(r, &rules).map_err(|(s, m)| err(s, m))?;
             rules.push(rule);
+        }
+        if rules.is_empty() {
+            // An empty or truncated profile would silently do nothing.
+            return Err(err(
+                text.len()..text.len(),
+                "no [[rule]]; expected at least one".to_string(),
+            ));
         }
         Ok(Profile {
             path: path.to_path_buf(),
@@ -145,6 +188,74 @@ impl Profile {
                 .unwrap_or(Fallback::None),
         }
     }
+}
+
+/// TOML's own messages say what is wrong; add what was expected where they
+/// do not.
+fn with_expectation(message: String) -> String {
+    if message.contains("expected") {
+        return message;
+    }
+    let expected = if message.contains("duplicate key") {
+        "each key and each table once"
+    } else if let Some(field) = message.strip_prefix("missing field ") {
+        return format!("{message}; expected {field} to be set");
+    } else if message.contains("recurs") {
+        "values nested a few levels deep at most"
+    } else {
+        "a TOML profile ([defaults] and [[rule]] tables)"
+    };
+    format!("{message}; expected {expected}")
+}
+
+/// A profile is a few dozen lines; megabytes are a mistake or an attack.
+const MAX_PROFILE_BYTES: u64 = 1024 * 1024;
+
+/// Run as root, blkqos writes what the profile says: refuse one that
+/// someone other than root could have changed (the file, or the directory
+/// it sits in, which would let them replace it; a sticky directory such as
+/// /tmp protects root's own files).
+fn check_trusted(path: &Path) -> Result<(), ProfileError> {
+    use std::os::unix::fs::MetadataExt;
+    let untrusted = |why: String| ProfileError::Untrusted {
+        file: path.to_path_buf(),
+        why,
+    };
+    let read_err = |source| ProfileError::Read {
+        file: path.to_path_buf(),
+        source,
+    };
+    let meta = std::fs::metadata(path).map_err(read_err)?;
+    if meta.uid() != 0 {
+        return Err(untrusted(format!("owned by uid {}", meta.uid())));
+    }
+    if meta.mode() & 0o022 != 0 {
+        return Err(untrusted(format!(
+            "writable by group or others (mode {:o})",
+            meta.mode() & 0o7777
+        )));
+    }
+    let dir = std::fs::canonicalize(path)
+        .ok()
+        .and_then(|p| p.parent().map(Path::to_path_buf))
+        .unwrap_or_else(|| Path::new(".").to_path_buf());
+    let dmeta = std::fs::metadata(&dir).map_err(read_err)?;
+    let sticky = dmeta.mode() & 0o1000 != 0;
+    if dmeta.mode() & 0o022 != 0 && !sticky {
+        return Err(untrusted(format!(
+            "in {}, which group or others can write to (mode {:o})",
+            dir.display(),
+            dmeta.mode() & 0o7777
+        )));
+    }
+    if dmeta.uid() != 0 && !sticky {
+        return Err(untrusted(format!(
+            "in {}, owned by uid {}",
+            dir.display(),
+            dmeta.uid()
+        )));
+    }
+    Ok(())
 }
 
 type Fail = (Range<usize>, String);
@@ -207,10 +318,16 @@ fn settings(
 fn rule(r: RawRule, earlier: &[Rule]) -> Result<Rule, Fail> {
     let name = r.name.get_ref().trim().to_string();
     if name.is_empty() {
-        return Err((r.name.span(), "rule name must not be empty".into()));
+        return Err((
+            r.name.span(),
+            "rule name must not be empty; expected a name to report it by".into(),
+        ));
     }
     if earlier.iter().any(|e| e.name == name) {
-        return Err((r.name.span(), format!("duplicate rule name {name:?}")));
+        return Err((
+            r.name.span(),
+            format!("duplicate rule name {name:?}; expected each rule to have its own name"),
+        ));
     }
     let matcher = match r.matcher {
         Some(m) => matcher(m)?,
@@ -290,7 +407,7 @@ fn matcher(m: RawMatch) -> Result<Matcher, Fail> {
             (
                 re.span(),
                 format!(
-                    "match.property.{key}: invalid regex: {}",
+                    "match.property.{key}: invalid regex: {}; expected a regular expression (Rust regex syntax)",
                     first_line(&e.to_string())
                 ),
             )

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 pub const SCHEMA: u32 = 1;
@@ -82,12 +83,19 @@ impl StateDir {
 
     /// Take the exclusive lock (waiting for other runs) and load the state.
     pub fn lock(&self) -> Result<Locked, StateError> {
-        fs::create_dir_all(&self.dir).map_err(io_err(&self.dir))?;
+        // Saved originals are root's business: the directory is made 0700 and
+        // its files 0600 (an existing directory keeps its mode).
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&self.dir)
+            .map_err(io_err(&self.dir))?;
         let lock_path = self.dir.join(LOCK_FILE);
         let lock = OpenOptions::new()
             .create(true)
             .truncate(false)
             .write(true)
+            .mode(0o600)
             .open(&lock_path)
             .map_err(io_err(&lock_path))?;
         match lock.try_lock() {
@@ -140,7 +148,12 @@ impl Locked {
             })?;
         text.push('\n');
         let write = || -> io::Result<()> {
-            let mut f = File::create(&tmp)?;
+            let mut f = OpenOptions::new()
+                .create(true)
+                .truncate(true)
+                .write(true)
+                .mode(0o600)
+                .open(&tmp)?;
             f.write_all(text.as_bytes())?;
             f.sync_all()?;
             fs::rename(&tmp, &self.file)?;
@@ -173,6 +186,11 @@ mod tests {
         l.save().unwrap();
         drop(l);
         assert_eq!(sd.read().unwrap().saved.len(), 1);
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |p: PathBuf| fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(dir.path().join("run")), 0o700);
+        assert_eq!(mode(sd.file()), 0o600);
+        assert_eq!(mode(dir.path().join("run/lock")), 0o600);
     }
 
     #[test]

@@ -3,6 +3,7 @@
 
 use std::fs::{self, OpenOptions};
 use std::io::{self, Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
@@ -65,11 +66,16 @@ impl Sysfs {
     }
 
     /// Store a value with a single write(2): sysfs takes one write per value.
+    /// The file written is the one `rel` resolves to, and only if that lies
+    /// inside the root: a link planted in a tree (a copy, a fixture, a bind
+    /// mount) must not make root write elsewhere.
     pub fn write(&self, rel: &str, value: &str) -> io::Result<()> {
+        let inside = self.canonical(rel)?;
         let mut file = OpenOptions::new()
             .write(true)
             .truncate(true)
-            .open(self.path(rel))?;
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(self.path(&inside))?;
         let n = file.write(value.as_bytes())?;
         if n != value.len() {
             return Err(io::Error::new(
@@ -108,7 +114,7 @@ impl Sysfs {
             .map(|p| p.to_string_lossy().into_owned())
             .map_err(|_| {
                 io::Error::new(
-                    io::ErrorKind::InvalidInput,
+                    io::ErrorKind::PermissionDenied,
                     format!("{} is outside the sysfs root", full.display()),
                 )
             })

@@ -1,0 +1,134 @@
+//! blkqos runs as root from udev, at boot and from Ansible: what it refuses.
+//! The ownership and mode checks only apply to root; those tests say so and
+//! return when run as another user.
+
+mod common;
+use blkqos::backend::Abi;
+use common::{Env, NVME_AUTO};
+use std::fs;
+use std::os::unix::fs::{PermissionsExt, chown, symlink};
+use std::path::Path;
+
+const LIMIT: &str = "block/nvme0n1/queue/cpu_lat_limit_us";
+
+fn is_root() -> bool {
+    // SAFETY: geteuid() has no preconditions and cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    if !root {
+        eprintln!("not root: the root-only checks are not exercised");
+    }
+    root
+}
+
+fn chmod(p: &Path, mode: u32) {
+    fs::set_permissions(p, fs::Permissions::from_mode(mode)).unwrap();
+}
+
+#[test]
+fn as_root_a_profile_others_could_change_is_refused_before_writing() {
+    if !is_root() {
+        return;
+    }
+    let env = Env::zoo(Abi::Queue);
+    let dir = env.work.join("profiles");
+    fs::create_dir(&dir).unwrap();
+    let p = dir.join("p.toml");
+    fs::write(&p, NVME_AUTO).unwrap();
+    let before = env.snapshot();
+    let apply = |what: &str| {
+        let r = env.run(&["apply", p.to_str().unwrap()]);
+        assert_eq!(r.code, 2, "{what}: {}", r.stderr);
+        assert!(
+            r.stderr.contains("refusing a profile"),
+            "{what}: {}",
+            r.stderr
+        );
+        assert_eq!(env.snapshot(), before, "{what}: nothing written");
+        r.stderr
+    };
+
+    chmod(&p, 0o666);
+    assert!(apply("file 0666").contains("writable by group or others (mode 666)"));
+    chmod(&p, 0o644);
+    chmod(&dir, 0o777);
+    assert!(apply("directory 0777").contains("which group or others can write to"));
+    chmod(&dir, 0o755);
+    chown(&p, Some(65534), None).unwrap();
+    assert!(apply("owned by nobody").contains("owned by uid 65534"));
+    // a read-only command does not care who could edit it
+    let r = env.run(&["apply", p.to_str().unwrap(), "--dry-run"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let r = env.run(&["verify", p.to_str().unwrap()]);
+    assert_eq!(r.code, 1, "verify reads it (and finds the mismatch)");
+    chown(&p, Some(0), None).unwrap();
+
+    // root's file in a sticky directory (like /tmp) cannot be replaced
+    chmod(&dir, 0o1777);
+    let r = env.run(&["apply", p.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(env.get(LIMIT), "4");
+}
+
+#[test]
+fn a_link_that_leaves_the_sysfs_root_is_never_written_through() {
+    let env = Env::zoo(Abi::Queue);
+    let p = env.profile("p.toml", NVME_AUTO);
+    let outside = env.work.join("outside");
+    fs::write(&outside, "-1\n").unwrap();
+    let attr = env.fx.root().join(LIMIT);
+    fs::remove_file(&attr).unwrap();
+    symlink(&outside, &attr).unwrap();
+    let r = env.run(&["apply", p.to_str().unwrap()]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    r.assert_stderr_has("outside the sysfs root");
+    r.assert_stderr_has("rolled back");
+    assert_eq!(fs::read_to_string(&outside).unwrap(), "-1\n", "untouched");
+    // and the run left nothing half-applied
+    assert_eq!(env.get("block/nvme1n1/queue/cpu_lat_limit_us"), "-1");
+}
+
+#[test]
+fn device_names_that_could_leave_the_tree_are_refused() {
+    let env = Env::zoo(Abi::Queue);
+    let p = env.profile("p.toml", NVME_AUTO);
+    let before = env.snapshot();
+    for bad in ["../../etc", "nvme0n1/..", "a b", "", "x;reboot"] {
+        let r = env.run(&["apply", p.to_str().unwrap(), "--device", bad]);
+        assert_eq!(r.code, 2, "{bad:?}: {}", r.stderr);
+        r.assert_stderr_has("not a block device name");
+        let r = env.run(&["restore", "--device", bad]);
+        assert_eq!(r.code, 2, "{bad:?}: {}", r.stderr);
+    }
+    assert_eq!(env.snapshot(), before);
+}
+
+#[test]
+fn the_state_is_private_to_root() {
+    let env = Env::zoo(Abi::Queue);
+    let p = env.profile("p.toml", NVME_AUTO);
+    assert_eq!(env.run(&["apply", p.to_str().unwrap()]).code, 0);
+    let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&env.state), 0o700);
+    assert_eq!(mode(&env.state.join("state.json")), 0o600);
+    assert_eq!(mode(&env.state.join("lock")), 0o600);
+}
+
+#[test]
+fn no_shell_is_ever_started() {
+    // The command starts no process at all: nothing in it spawns one.
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut stack = vec![src];
+    while let Some(d) = stack.pop() {
+        for e in fs::read_dir(&d).unwrap() {
+            let path = e.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|x| x == "rs") {
+                let text = fs::read_to_string(&path).unwrap();
+                for needle in ["process::Command", "Command::new", "libc::system", "execv"] {
+                    assert!(!text.contains(needle), "{} uses {needle}", path.display());
+                }
+            }
+        }
+    }
+}
