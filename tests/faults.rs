@@ -1,0 +1,157 @@
+//! Fault injection: for a plan of N writes, write k fails (k = 1..=N) with
+//! each errno a sysfs store can return, through an LD_PRELOAD shim
+//! (tests/faults/inject.c) around the real binary's write(2).
+
+mod common;
+use blkqos::backend::Abi;
+use common::{Env, Run, change_paths};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+const PROFILE: &str = r#"
+[[rule]]
+name = "raid"
+match = { name = "md*" }
+cpu_lat_limit_us = 2
+cpu_lat_timeout_ms = 10
+
+[[rule]]
+name = "nvme"
+match = { transport = "nvme" }
+cpu_lat_limit_us = "auto"
+
+[rule.queue]
+read_ahead_kb = 256
+
+[[rule]]
+name = "ssd"
+match = { transport = ["sata", "sas"], rotational = false }
+cpu_lat_limit_us = 20
+"#;
+
+fn shim() -> &'static PathBuf {
+    static SHIM: OnceLock<PathBuf> = OnceLock::new();
+    SHIM.get_or_init(|| {
+        let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("inject.so");
+        let src = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/faults/inject.c");
+        let status = std::process::Command::new("gcc")
+            .args(["-shared", "-fPIC", "-O2", "-Wall", "-Werror", "-o"])
+            .arg(&out)
+            .arg(src)
+            .arg("-ldl")
+            .status()
+            .expect("gcc (the fault injection shim is C)");
+        assert!(status.success(), "building the shim failed");
+        out
+    })
+}
+
+fn apply_failing(env: &Env, profile: &str, k: usize, errno: i32) -> Run {
+    let out = env
+        .cmd()
+        .args(["apply", profile])
+        .env("LD_PRELOAD", shim())
+        .env("BLKQOS_FAULT_MATCH", "/queue/")
+        .env("BLKQOS_FAULT_AT", k.to_string())
+        .env("BLKQOS_FAULT_ERRNO", errno.to_string())
+        .output()
+        .unwrap();
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// Attribute values (trailing newline aside: a fake file keeps whatever
+/// was written, the kernel would print it back with one).
+fn values(env: &Env) -> BTreeMap<PathBuf, String> {
+    env.snapshot()
+        .into_iter()
+        .map(|(p, v)| (p, String::from_utf8_lossy(&v).trim_end().to_string()))
+        .collect()
+}
+
+fn saved(env: &Env) -> serde_json::Map<String, Value> {
+    let text = std::fs::read_to_string(env.state.join("state.json")).unwrap();
+    let state: Value = serde_json::from_str(&text).expect("the state file is valid JSON");
+    state["saved"].as_object().unwrap().clone()
+}
+
+#[test]
+fn a_failed_write_at_any_point_leaves_the_tree_as_it_was() {
+    let env = Env::zoo(Abi::Queue);
+    let p = env.profile("p.toml", PROFILE);
+    let p = p.to_str().unwrap();
+    let plan = change_paths(&env.run(&["apply", p, "--dry-run", "--json"]).json());
+    let n = plan.len();
+    assert!(n >= 10, "a plan of {n} writes");
+    let before = values(&env);
+    let mut cases = 0;
+    for (errno, name) in [(22, "EINVAL"), (13, "EACCES"), (5, "EIO")] {
+        for k in 1..=n {
+            let r = apply_failing(&env, p, k, errno);
+            assert_eq!(r.code, 1, "{name} at write {k}/{n}: {}", r.stderr);
+            r.assert_stderr_has(&format!("rolled back {} write(s)", k - 1));
+            assert!(!r.stderr.contains("ROLLBACK INCOMPLETE"), "{}", r.stderr);
+            assert!(
+                values(&env) == before,
+                "{name} at write {k}/{n}: tree changed"
+            );
+            assert!(saved(&env).is_empty(), "{name} at {k}: nothing stays saved");
+            cases += 1;
+        }
+    }
+    assert_eq!(cases, 3 * n);
+}
+
+#[test]
+fn a_device_vanishing_at_any_write_is_skipped_and_the_rest_applied() {
+    let env = Env::zoo(Abi::Queue);
+    let p = env.profile("p.toml", PROFILE);
+    let p = p.to_str().unwrap();
+    let plan = change_paths(&env.run(&["apply", p, "--dry-run", "--json"]).json());
+    let order: Vec<String> = {
+        // the order the writes happen in: the plan's, device by device
+        let doc = env.run(&["apply", p, "--dry-run", "--json"]).json();
+        doc["devices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|d| d["changes"].as_array().unwrap().clone())
+            .map(|c| c["path"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(order.len(), plan.len());
+    let before = values(&env);
+    for (errno, name) in [(2, "ENOENT"), (19, "ENODEV")] {
+        for (i, gone) in order.iter().enumerate() {
+            let r = apply_failing(&env, p, i + 1, errno);
+            assert_eq!(r.code, 0, "{name} at {gone}: {}", r.stderr);
+            let warning = format!("{gone}: vanished before it was written; skipped");
+            assert!(
+                r.stdout.contains(&warning),
+                "{warning:?} not in:\n{}",
+                r.stdout
+            );
+            let state = saved(&env);
+            assert!(!state.contains_key(gone), "{gone} is not saved: {state:?}");
+            assert_eq!(state.len(), order.len() - 1);
+            // the tree's files by their real path, as the snapshot lists them
+            let file = |rel: &str| std::fs::canonicalize(env.fx.root().join(rel)).unwrap();
+            let now = values(&env);
+            assert_eq!(now[&file(gone)], before[&file(gone)], "{gone} untouched");
+            for other in order.iter().filter(|o| *o != gone) {
+                assert_ne!(now[&file(other)], before[&file(other)], "{other} applied");
+            }
+            let r = env.run(&["restore"]);
+            assert_eq!(r.code, 0, "{}", r.stderr);
+            assert!(
+                values(&env) == before,
+                "restore after {name} at {gone}: tree changed"
+            );
+        }
+    }
+}
