@@ -1,0 +1,148 @@
+//! Runs killed half-way and runs racing each other: the state file stays
+//! valid, restore finds the true originals, racing runs end where one run
+//! would have.
+
+mod common;
+use blkqos::backend::Abi;
+use blkqos::fixture::Fixture;
+use common::{Env, NVME_AUTO};
+use std::collections::BTreeMap;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+fn many_nvme(n: u32) -> Env {
+    Env::with(|root| {
+        let mut f = Fixture::new(root, 4, Abi::Queue);
+        for i in 0..n {
+            f.nvme(i, "SAMSUNG MZQL21T9HCJR-00A07", &format!("S64GNE0R{i:06}"));
+        }
+        f
+    })
+}
+
+/// Every knob value of the tree, by disk.
+fn knobs(env: &Env, n: u32) -> BTreeMap<String, (String, String)> {
+    (0..n)
+        .map(|i| {
+            let d = format!("nvme{i}n1");
+            let v = |k: &str| env.get(&format!("block/{d}/queue/{k}"));
+            let pair = (v("cpu_lat_limit_us"), v("cpu_lat_timeout_ms"));
+            (d, pair)
+        })
+        .collect()
+}
+
+fn quiet(mut c: std::process::Command) -> Child {
+    c.stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+#[test]
+fn an_apply_killed_at_any_point_leaves_a_valid_state_that_restore_undoes() {
+    const DISKS: u32 = 300;
+    let env = many_nvme(DISKS);
+    let p = env.profile("p.toml", NVME_AUTO);
+    let before = knobs(&env, DISKS);
+    // how long a whole apply takes here, to spread the kills over it
+    let t = Instant::now();
+    assert_eq!(env.run(&["apply", p.to_str().unwrap()]).code, 0);
+    let full = t.elapsed();
+    assert_eq!(env.run(&["restore"]).code, 0);
+    let mut seed: u64 = 0x5eed;
+    let mut killed_mid_run = 0;
+    for round in 0..40 {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let delay = full.mul_f64((seed >> 11) as f64 / (1u64 << 53) as f64 * 1.2);
+        let mut c = env.cmd();
+        c.args(["apply", p.to_str().unwrap()]);
+        let mut child = quiet(c);
+        std::thread::sleep(delay);
+        let finished = child.try_wait().unwrap().is_some();
+        child.kill().unwrap();
+        child.wait().unwrap();
+        if !finished {
+            killed_mid_run += 1;
+        }
+        let state = env.state.join("state.json");
+        if state.exists() {
+            let text = std::fs::read_to_string(&state).unwrap();
+            let v: serde_json::Value = serde_json::from_str(&text)
+                .unwrap_or_else(|e| panic!("round {round}: state not JSON ({e})"));
+            for (path, saved) in v["saved"].as_object().unwrap() {
+                let want = if path.ends_with("limit_us") {
+                    "-1"
+                } else {
+                    "3"
+                };
+                assert_eq!(saved["original"], want, "round {round}: {path}");
+            }
+        }
+        let r = env.run(&["restore"]);
+        assert_eq!(r.code, 0, "round {round}: {}", r.stderr);
+        assert!(knobs(&env, DISKS) == before, "round {round}: not restored");
+    }
+    assert!(
+        killed_mid_run >= 10,
+        "only {killed_mid_run} of 40 kills landed mid-run"
+    );
+}
+
+#[test]
+fn two_hundred_udev_events_and_five_applies_at_once_end_as_one_apply() {
+    const DISKS: u32 = 200;
+    let env = many_nvme(DISKS);
+    let serial = many_nvme(DISKS);
+    let p = env.profile("p.toml", NVME_AUTO);
+    let sp = serial.profile("p.toml", NVME_AUTO);
+    assert_eq!(serial.run(&["apply", sp.to_str().unwrap()]).code, 0);
+
+    let mut children: Vec<Child> = Vec::new();
+    for i in 0..DISKS {
+        let devpath = format!("/{}", env.fx.dir_of(&format!("nvme{i}n1")));
+        let mut c = env.cmd();
+        c.args([
+            "udev",
+            "--action",
+            "add",
+            "--devpath",
+            &devpath,
+            p.to_str().unwrap(),
+        ]);
+        children.push(quiet(c));
+        if i % 40 == 0 {
+            let mut c = env.cmd();
+            c.args(["apply", p.to_str().unwrap()]);
+            children.push(quiet(c));
+        }
+    }
+    assert_eq!(children.len(), 205);
+    let deadline = Instant::now() + Duration::from_secs(300);
+    for mut c in children {
+        loop {
+            if let Some(status) = c.try_wait().unwrap() {
+                assert!(status.success(), "a run failed: {status}");
+                break;
+            }
+            assert!(Instant::now() < deadline, "runs did not finish");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+    assert_eq!(knobs(&env, DISKS), knobs(&serial, DISKS));
+    let state = env.state_json();
+    let saved = state["saved"].as_object().unwrap();
+    assert_eq!(saved.len(), DISKS as usize, "one original per disk");
+    assert!(
+        saved.values().all(|s| s["original"] == "-1"),
+        "the true originals, not a value another run wrote"
+    );
+    assert_eq!(env.run(&["restore"]).code, 0);
+    assert!(
+        knobs(&env, DISKS)
+            .values()
+            .all(|(l, t)| l == "-1" && t == "3")
+    );
+}
