@@ -26,26 +26,28 @@ pub fn cpu_states(sysfs: &Sysfs, cpu: u32) -> Vec<IdleState> {
         .list(&dir)
         .into_iter()
         .filter_map(|entry| {
-            let index: u32 = entry.strip_prefix("state")?.parse().ok()?;
             let base = format!("{dir}/{entry}");
-            let num = |attr: &str| {
-                sysfs
-                    .attr(&format!("{base}/{attr}"))
-                    .and_then(|v| v.parse::<u64>().ok())
-            };
-            Some(IdleState {
-                index,
-                name: sysfs.attr(&format!("{base}/name")).unwrap_or_default(),
-                latency_us: num("latency")?,
-                residency_us: num("residency").unwrap_or(0),
-                disabled: num("disable").unwrap_or(0) != 0,
-                usage: num("usage").unwrap_or(0),
-                time_us: num("time").unwrap_or(0),
-            })
+            parse_state(&entry, |attr| sysfs.attr(&format!("{base}/{attr}")))
         })
         .collect();
     states.sort_by_key(|s| s.index);
     states
+}
+
+/// One `cpuidle/stateN` directory, its attributes read through `attr`;
+/// `None` for an entry that is not a state or has no usable exit latency.
+pub fn parse_state(entry: &str, attr: impl Fn(&str) -> Option<String>) -> Option<IdleState> {
+    let index: u32 = entry.strip_prefix("state")?.parse().ok()?;
+    let num = |name: &str| attr(name).and_then(|v| v.trim().parse::<u64>().ok());
+    Some(IdleState {
+        index,
+        name: attr("name").unwrap_or_default(),
+        latency_us: num("latency")?,
+        residency_us: num("residency").unwrap_or(0),
+        disabled: num("disable").unwrap_or(0) != 0,
+        usage: num("usage").unwrap_or(0),
+        time_us: num("time").unwrap_or(0),
+    })
 }
 
 /// The exit latency "auto" stands for on one CPU: the deepest enabled state
@@ -65,6 +67,9 @@ pub fn auto_choice(states: &[IdleState]) -> Option<&IdleState> {
         .max_by_key(|s| (s.latency_us, s.index))
 }
 
+/// Linux's NR_CPUS tops out at 8192; leave room.
+const MAX_CPUS: u32 = 65536;
+
 /// Parse a CPU list as blk-mq prints it ("0, 1, 2") or as cpulist does ("0-3,8").
 pub fn parse_cpu_list(text: &str) -> Option<Vec<u32>> {
     let mut cpus = Vec::new();
@@ -72,12 +77,17 @@ pub fn parse_cpu_list(text: &str) -> Option<Vec<u32>> {
         match part.split_once('-') {
             Some((a, b)) => {
                 let (a, b): (u32, u32) = (a.parse().ok()?, b.parse().ok()?);
-                if b < a || b - a > 65536 {
+                if b < a || b - a > MAX_CPUS {
                     return None;
                 }
                 cpus.extend(a..=b);
             }
             None => cpus.push(part.parse().ok()?),
+        }
+        // a list naming more CPUs than Linux supports is not a CPU list (and
+        // many big ranges would otherwise take gigabytes)
+        if cpus.len() > MAX_CPUS as usize {
+            return None;
         }
     }
     cpus.sort_unstable();
@@ -178,6 +188,10 @@ mod tests {
         assert_eq!(parse_cpu_list("0-2,8\n").unwrap(), [0, 1, 2, 8]);
         assert!(parse_cpu_list("x").is_none());
         assert!(parse_cpu_list("3-1").is_none());
+        // found while writing the fuzz target: many big ranges once took gigabytes
+        let many = vec!["0-65535"; 4000].join(",");
+        assert!(parse_cpu_list(&many).is_none());
+        assert_eq!(parse_cpu_list("0-65535").map(|c| c.len()), Some(65536));
         assert_eq!(format_cpus(&[8, 0, 1, 2, 4]), "0-2,4,8");
     }
 }
