@@ -6,7 +6,8 @@
 # patched kernel) or blkqos.mode=nopsd (CONFIG_CPU_IDLE_PSD=n);
 # blkqos.only=hotpath skips the checks and only measures the hot path;
 # blkqos.hotpath_ios=N sets its I/O count; blkqos.only=bench runs the
-# benchmark matrix of bench/kernel, blkqos.bench_ios=N I/Os per point.
+# benchmark matrix of bench/kernel, blkqos.bench_ios=N I/Os per point;
+# blkqos.stress_secs=N sets the stress run's guest seconds (default 60).
 
 export PATH=/bin:/sbin:/usr/bin:/usr/sbin
 mount -t proc proc /proc
@@ -23,6 +24,8 @@ HOTPATH_IOS=$(sed -n 's/.*blkqos\.hotpath_ios=\([0-9]*\).*/\1/p' /proc/cmdline)
 : "${HOTPATH_IOS:=20000}"
 BENCH_IOS=$(sed -n 's/.*blkqos\.bench_ios=\([0-9]*\).*/\1/p' /proc/cmdline)
 : "${BENCH_IOS:=2000}"
+STRESS_SECS=$(sed -n 's/.*blkqos\.stress_secs=\([0-9]*\).*/\1/p' /proc/cmdline)
+: "${STRESS_SECS:=60}"
 IOS=64			# I/Os per idle-selection phase
 SLOW_NS=1000000		# completion time that makes DEEP worth entering
 CPUIDLE=/sys/devices/system/cpu/cpuidle
@@ -306,6 +309,70 @@ check_udevd() {
 	udevadm control --exit
 }
 
+# Stress on the lock-debugging kernel: I/O on two devices while a loop
+# writes valid and invalid values to both knobs, takes CPU1 offline and
+# back, and switches governors; the console must stay clean (verdict in
+# the harness) and the knobs must hold the last valid values written.
+check_stress() {
+	secs=$STRESS_SECS
+	mknull st0 queue_mode=2 irqmode=2 completion_nsec=100000 \
+		submit_queues=2 || fail setup-st0
+	mknull st1 queue_mode=2 irqmode=1 submit_queues=2 || fail setup-st1
+	for d in st0 st1; do
+		fio --name=$d --filename=/dev/$d --rw=randread --bs=4k \
+			--ioengine=libaio --iodepth=2 --direct=1 --time_based \
+			--runtime=$((secs + 2)) --size=64m --thinktime=50 \
+			--output-format=terse --terse-version=3 \
+			>/tmp/$d.out 2>/tmp/$d.err &
+	done
+	end=$(($(cut -d. -f1 /proc/uptime) + secs))
+	i=0 refused=0 accepted_bad=0 failed_good=0 cycles=0 switches=0
+	while [ "$(cut -d. -f1 /proc/uptime)" -lt $end ]; do
+		i=$((i + 1))
+		l0=$(((i * 7919) % 41 - 1)) l1=$(((i * 104729) % 41 - 1))
+		t0=$((i % 9 + 1)) t1=$((i % 7 + 1))
+		for bad in x 100001 -2 "1 2"; do
+			if echo "$bad" >"$(knob st$((i % 2)) limit_us)" 2>/dev/null; then
+				accepted_bad=$((accepted_bad + 1))
+			else
+				refused=$((refused + 1))
+			fi
+		done
+		echo $l0 >"$(knob st0 limit_us)" || failed_good=$((failed_good + 1))
+		echo $l1 >"$(knob st1 limit_us)" || failed_good=$((failed_good + 1))
+		echo $t0 >"$(knob st0 timeout_ms)" || failed_good=$((failed_good + 1))
+		echo $t1 >"$(knob st1 timeout_ms)" || failed_good=$((failed_good + 1))
+		if [ $((i % 25)) = 0 ]; then
+			echo 0 >/sys/devices/system/cpu/cpu1/online &&
+				echo 1 >/sys/devices/system/cpu/cpu1/online &&
+				cycles=$((cycles + 1))
+		fi
+		if [ $((i % 10)) = 0 ]; then
+			[ $((i % 20)) = 0 ] && g=menu || g=teo
+			echo $g >$CPUIDLE/current_governor && switches=$((switches + 1))
+		fi
+		sleep 0.02
+	done
+	wait
+	echo menu >$CPUIDLE/current_governor
+	ios=0
+	for d in st0 st1; do
+		n=$(awk -F';' '$1 == 3 { print $6 }' /tmp/$d.out)
+		ios=$((ios + ${n:-0}))
+	done
+	expect "stress-knobs-hold-last-values" \
+		"$(cat "$(knob st0 limit_us)") $(cat "$(knob st1 limit_us)")" = "$l0 $l1" -a \
+		"$(cat "$(knob st0 timeout_ms)") $(cat "$(knob st1 timeout_ms)")" = "$t0 $t1"
+	expect "stress-invalid-refused $refused/$((refused + accepted_bad))" $accepted_bad = 0
+	expect "stress-valid-accepted" $failed_good = 0
+	expect "stress-io-done $ios" $ios -gt 0
+	expect "stress-hotplug-cycles $cycles" $cycles -gt 0
+	measure "stress secs=$secs loops=$i knob_writes=$((i * 8)) invalid=$refused" \
+		"hotplug_cycles=$cycles governor_switches=$switches ios=$ios"
+	rmnull st0
+	rmnull st1
+}
+
 # Hot-path cost: the fio CPU never idles. irqmode 0 completes inline,
 # 1 in a softirq on the same CPU.
 hot_path() { # [irqmode]
@@ -427,6 +494,7 @@ if [ "$MODE" = psd ]; then
 	check_hotplug
 	check_blkqos
 	check_udevd
+	check_stress
 fi
 hot_path
 rmnull nb0
