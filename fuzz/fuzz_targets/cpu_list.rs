@@ -11,7 +11,10 @@ fuzz_target!(|data: &[u8]| {
     };
     if let Some(cpus) = parse_cpu_list(text) {
         assert!(cpus.len() <= 65536);
-        assert!(cpus.windows(2).all(|w| w[0] < w[1]), "sorted, no duplicates");
+        assert!(
+            cpus.windows(2).all(|w| w[0] < w[1]),
+            "sorted, no duplicates"
+        );
         let again = parse_cpu_list(&format_cpus(&cpus));
         assert_eq!(again.as_deref(), Some(cpus.as_slice()));
     }
