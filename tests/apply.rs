@@ -3,31 +3,7 @@
 mod common;
 use blkqos::backend::Abi;
 use blkqos::fixture::{Fixture, INTEL_IDLE};
-use common::{Env, NVME_AUTO, change_paths};
-
-const MIXED: &str = r#"
-[defaults]
-cpu_lat_timeout_ms = 3
-
-[[rule]]
-name = "raid"
-match = { name = "md*" }
-cpu_lat_limit_us = 2
-cpu_lat_timeout_ms = 10
-
-[[rule]]
-name = "nvme"
-match = { transport = "nvme" }
-cpu_lat_limit_us = "auto"
-
-[rule.queue]
-read_ahead_kb = 256
-
-[[rule]]
-name = "ssd"
-match = { transport = ["sata", "sas"], rotational = false }
-cpu_lat_limit_us = 20
-"#;
+use common::{Env, MIXED, NVME_AUTO, change_paths};
 
 #[test]
 fn apply_writes_what_differs_and_a_second_apply_writes_nothing() {

@@ -4,32 +4,11 @@
 
 mod common;
 use blkqos::backend::Abi;
-use common::{Env, Run, change_paths};
+use common::{Env, MIXED, Run};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::OnceLock;
-
-const PROFILE: &str = r#"
-[[rule]]
-name = "raid"
-match = { name = "md*" }
-cpu_lat_limit_us = 2
-cpu_lat_timeout_ms = 10
-
-[[rule]]
-name = "nvme"
-match = { transport = "nvme" }
-cpu_lat_limit_us = "auto"
-
-[rule.queue]
-read_ahead_kb = 256
-
-[[rule]]
-name = "ssd"
-match = { transport = ["sata", "sas"], rotational = false }
-cpu_lat_limit_us = 20
-"#;
 
 fn shim() -> &'static PathBuf {
     static SHIM: OnceLock<PathBuf> = OnceLock::new();
@@ -46,6 +25,19 @@ fn shim() -> &'static PathBuf {
         assert!(status.success(), "building the shim failed");
         out
     })
+}
+
+/// The paths apply writes, in the order it writes them: the plan's, device
+/// by device.
+fn write_order(env: &Env, profile: &str) -> Vec<String> {
+    let doc = env.run(&["apply", profile, "--dry-run", "--json"]).json();
+    doc["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|d| d["changes"].as_array().unwrap().clone())
+        .map(|c| c["path"].as_str().unwrap().to_string())
+        .collect()
 }
 
 fn apply_failing(env: &Env, profile: &str, k: usize, errno: i32) -> Run {
@@ -83,10 +75,9 @@ fn saved(env: &Env) -> serde_json::Map<String, Value> {
 #[test]
 fn a_failed_write_at_any_point_leaves_the_tree_as_it_was() {
     let env = Env::zoo(Abi::Queue);
-    let p = env.profile("p.toml", PROFILE);
+    let p = env.profile("p.toml", MIXED);
     let p = p.to_str().unwrap();
-    let plan = change_paths(&env.run(&["apply", p, "--dry-run", "--json"]).json());
-    let n = plan.len();
+    let n = write_order(&env, p).len();
     assert!(n >= 10, "a plan of {n} writes");
     let before = values(&env);
     let mut cases = 0;
@@ -110,21 +101,9 @@ fn a_failed_write_at_any_point_leaves_the_tree_as_it_was() {
 #[test]
 fn a_device_vanishing_at_any_write_is_skipped_and_the_rest_applied() {
     let env = Env::zoo(Abi::Queue);
-    let p = env.profile("p.toml", PROFILE);
+    let p = env.profile("p.toml", MIXED);
     let p = p.to_str().unwrap();
-    let plan = change_paths(&env.run(&["apply", p, "--dry-run", "--json"]).json());
-    let order: Vec<String> = {
-        // the order the writes happen in: the plan's, device by device
-        let doc = env.run(&["apply", p, "--dry-run", "--json"]).json();
-        doc["devices"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .flat_map(|d| d["changes"].as_array().unwrap().clone())
-            .map(|c| c["path"].as_str().unwrap().to_string())
-            .collect()
-    };
-    assert_eq!(order.len(), plan.len());
+    let order = write_order(&env, p);
     let before = values(&env);
     for (errno, name) in [(2, "ENOENT"), (19, "ENODEV")] {
         for (i, gone) in order.iter().enumerate() {

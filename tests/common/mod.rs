@@ -139,3 +139,28 @@ name = "nvme"
 match = { transport = "nvme" }
 cpu_lat_limit_us = "auto"
 "#;
+
+/// NVMe "auto" with a queue attribute, md arrays at 2 us, SATA/SAS SSDs at 20 us.
+pub const MIXED: &str = r#"
+[defaults]
+cpu_lat_timeout_ms = 3
+
+[[rule]]
+name = "raid"
+match = { name = "md*" }
+cpu_lat_limit_us = 2
+cpu_lat_timeout_ms = 10
+
+[[rule]]
+name = "nvme"
+match = { transport = "nvme" }
+cpu_lat_limit_us = "auto"
+
+[rule.queue]
+read_ahead_kb = 256
+
+[[rule]]
+name = "ssd"
+match = { transport = ["sata", "sas"], rotational = false }
+cpu_lat_limit_us = 20
+"#;
