@@ -4,7 +4,7 @@
 use crate::apply;
 use crate::backend::{Abi, knobs};
 use crate::conflicts;
-use crate::discover::{self, Device, Inventory};
+use crate::discover::{self, Detail, Device, Inventory};
 use crate::error::{EXIT_FAILED, EXIT_USAGE, Error};
 use crate::hotplug::{self, Action};
 use crate::idle::{self, IdleState, format_cpus};
@@ -40,11 +40,11 @@ fn check_names(only: &[String]) -> Result<(), Error> {
 
 /// Every disk, or (for `--device` and udev events) only the named ones and
 /// the disks stacked with them: the plan for the named ones is the same.
-fn scan_for(ctx: &Ctx, only: &[String]) -> Inventory {
+fn scan_for(ctx: &Ctx, only: &[String], detail: Detail) -> Inventory {
     let inv = if only.is_empty() {
-        scan(ctx)
+        discover::scan_with(&ctx.sysfs, detail)
     } else {
-        discover::scan_around(&ctx.sysfs, only)
+        discover::scan_around_with(&ctx.sysfs, only, detail)
     };
     log::debug!(
         "scanned {} disk(s) ({}) from {}",
@@ -163,7 +163,11 @@ fn build_plan(
     saved: &BTreeMap<String, Saved>,
     only: &[String],
 ) -> Result<Plan, Error> {
-    let inv = scan_for(ctx, only);
+    // identities are read only when a rule matches on one
+    let detail = Detail {
+        identity: profile.rules.iter().any(|r| r.matcher.uses_identity()),
+    };
+    let inv = scan_for(ctx, only, detail);
     let mut plan = plan::build(profile, &inv, &ctx.sysfs, saved, only)?;
     let mut w = inv.warnings.clone();
     w.append(&mut plan.warnings);
@@ -419,7 +423,7 @@ fn restore_devices(
     let inv = if only.is_empty() {
         Inventory::default()
     } else {
-        scan_for(ctx, only)
+        scan_for(ctx, only, Detail { identity: false })
     };
     let (rules, mut restored) = if dry_run {
         let state = ctx.state.read()?;

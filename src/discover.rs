@@ -162,8 +162,26 @@ impl Inventory {
     }
 }
 
+/// How much to read about each disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Detail {
+    /// Model, serial, WWID and driver: what `list` shows and what rules
+    /// may match on, a third of the reads per disk; a plan whose rules do
+    /// not match on them does without.
+    pub identity: bool,
+}
+
+impl Detail {
+    pub const FULL: Detail = Detail { identity: true };
+}
+
 /// Scan the tree for whole disks.
 pub fn scan(sysfs: &Sysfs) -> Inventory {
+    scan_with(sysfs, Detail::FULL)
+}
+
+/// [`scan`], reading only what `detail` asks for.
+pub fn scan_with(sysfs: &Sysfs, detail: Detail) -> Inventory {
     let mut warnings = Vec::new();
     let (mut names, properties, source) = match crate::udevdb::enumerate(sysfs) {
         Ok(Some(found)) => (found.names, found.properties, "udev"),
@@ -182,7 +200,15 @@ pub fn scan(sysfs: &Sysfs) -> Inventory {
         }
     }
     let partitions = partition_parents(sysfs);
-    assemble(sysfs, names, properties, &partitions, source, warnings)
+    assemble(
+        sysfs,
+        names,
+        properties,
+        &partitions,
+        source,
+        warnings,
+        detail,
+    )
 }
 
 /// Scan only `roots` and the disks stacked with them, transitively: what
@@ -191,6 +217,11 @@ pub fn scan(sysfs: &Sysfs) -> Inventory {
 /// result equals what [`scan`] finds; one udev event needs no more, and on a
 /// host with a thousand disks reading them all costs about forty times as much.
 pub fn scan_around(sysfs: &Sysfs, roots: &[String]) -> Inventory {
+    scan_around_with(sysfs, roots, Detail::FULL)
+}
+
+/// [`scan_around`], reading only what `detail` asks for.
+pub fn scan_around_with(sysfs: &Sysfs, roots: &[String], detail: Detail) -> Inventory {
     let mut warnings = Vec::new();
     let mut partitions = BTreeMap::new();
     let mut names: Vec<String> = Vec::new();
@@ -225,7 +256,15 @@ pub fn scan_around(sysfs: &Sysfs, roots: &[String]) -> Inventory {
             (BTreeMap::new(), "sysfs")
         }
     };
-    assemble(sysfs, names, properties, &partitions, source, warnings)
+    assemble(
+        sysfs,
+        names,
+        properties,
+        &partitions,
+        source,
+        warnings,
+        detail,
+    )
 }
 
 /// The whole disk a block device name belongs to (itself unless it is a
@@ -264,6 +303,7 @@ fn assemble(
     partitions: &BTreeMap<String, String>,
     source: &'static str,
     mut warnings: Vec<String>,
+    detail: Detail,
 ) -> Inventory {
     names.sort_by(|a, b| natural_cmp(a, b));
     let work: Vec<(String, BTreeMap<String, String>)> = names
@@ -274,7 +314,7 @@ fn assemble(
         })
         .collect();
     let mut devices = Vec::with_capacity(work.len());
-    for (found, mut w) in read_devices(sysfs, work) {
+    for (found, mut w) in read_devices(sysfs, work, detail) {
         devices.extend(found);
         warnings.append(&mut w);
     }
@@ -322,6 +362,7 @@ fn partition_parent(sysfs: &Sysfs, name: &str) -> Option<String> {
 fn read_devices(
     sysfs: &Sysfs,
     work: Vec<(String, BTreeMap<String, String>)>,
+    detail: Detail,
 ) -> Vec<(Option<Device>, Vec<String>)> {
     const PER_THREAD_MIN: usize = 64;
     let possible = sysfs
@@ -338,7 +379,10 @@ fn read_devices(
             .into_iter()
             .map(|(name, props)| {
                 let mut w = Vec::new();
-                (read_device(sysfs, possible, &name, props, &mut w), w)
+                (
+                    read_device(sysfs, possible, detail, &name, props, &mut w),
+                    w,
+                )
             })
             .collect::<Vec<_>>()
     };
@@ -370,6 +414,7 @@ fn read_devices(
 fn read_device(
     sysfs: &Sysfs,
     possible: Option<&[u32]>,
+    detail: Detail,
     name: &str,
     properties: BTreeMap<String, String>,
     warnings: &mut Vec<String>,
@@ -426,22 +471,30 @@ fn read_device(
             .map(|v| v.trim().to_string())
             .filter(|v| !v.is_empty())
     };
-    let model = prop("ID_MODEL_ENC")
-        .map(|v| decode_udev(&v).trim().to_string())
-        .or_else(|| prop("ID_MODEL"))
-        .or_else(|| dev_attr("model"))
-        .or_else(|| dev_attr("name"));
-    let serial = prop("ID_SERIAL_SHORT")
-        .or_else(|| sysfs.attr(&format!("{base}/serial")))
-        .or_else(|| dev_attr("serial"))
-        .or_else(|| vpd_serial(sysfs, &format!("{base}/device/vpd_pg80")));
-    let wwid = prop("ID_WWN")
-        .or_else(|| sysfs.attr(&format!("{base}/wwid")))
-        .or_else(|| dev_attr("wwid"));
-    let device_path = sysfs.resolve(&format!("{base}/device")).ok();
-    let driver = device_path
-        .as_deref()
-        .and_then(|p| nearest_driver(sysfs, p));
+    let identity = || {
+        let model = prop("ID_MODEL_ENC")
+            .map(|v| decode_udev(&v).trim().to_string())
+            .or_else(|| prop("ID_MODEL"))
+            .or_else(|| dev_attr("model"))
+            .or_else(|| dev_attr("name"));
+        let serial = prop("ID_SERIAL_SHORT")
+            .or_else(|| sysfs.attr(&format!("{base}/serial")))
+            .or_else(|| dev_attr("serial"))
+            .or_else(|| vpd_serial(sysfs, &format!("{base}/device/vpd_pg80")));
+        let wwid = prop("ID_WWN")
+            .or_else(|| sysfs.attr(&format!("{base}/wwid")))
+            .or_else(|| dev_attr("wwid"));
+        let driver = sysfs
+            .resolve(&format!("{base}/device"))
+            .ok()
+            .and_then(|p| nearest_driver(sysfs, &p));
+        (model, serial, wwid, driver)
+    };
+    let (model, serial, wwid, driver) = if detail.identity {
+        identity()
+    } else {
+        (None, None, None, None)
+    };
     let pci: Vec<String> = syspath
         .split('/')
         .rfind(|c| is_pci_address(c))

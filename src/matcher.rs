@@ -84,6 +84,16 @@ pub struct Matcher {
     pub property: Vec<(String, Regex)>,
 }
 
+impl Matcher {
+    /// Whether matching reads a disk's model, serial, WWID or driver.
+    pub fn uses_identity(&self) -> bool {
+        self.model.is_some()
+            || self.serial.is_some()
+            || self.wwid.is_some()
+            || self.driver.is_some()
+    }
+}
+
 /// The outcome of one match key, for `explain`.
 #[derive(Debug, Clone, Serialize)]
 pub struct Check {

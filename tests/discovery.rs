@@ -210,3 +210,31 @@ cpu_lat_limit_us = 30
     );
     assert!(scan_around(&sysfs, &["gone".into()]).devices.is_empty());
 }
+
+/// A plan whose rules do not match on identities skips reading them; it
+/// must come out the same as with everything read.
+#[test]
+fn plans_without_identity_reads_are_the_same() {
+    use blkqos::discover::{Detail, scan, scan_with};
+    use blkqos::profile::Profile;
+    use blkqos::sysfs::Sysfs;
+    let env = Env::zoo(Abi::Queue);
+    let sysfs = Sysfs::new(env.fx.root());
+    let profile = Profile::parse(std::path::Path::new("p.toml"), common::MIXED).unwrap();
+    assert!(!profile.rules.iter().any(|r| r.matcher.uses_identity()));
+    let lean = scan_with(&sysfs, Detail { identity: false });
+    assert!(
+        lean.devices
+            .iter()
+            .all(|d| d.model.is_none() && d.driver.is_none())
+    );
+    let plan = |inv| blkqos::plan::build(&profile, inv, &sysfs, &Default::default(), &[]).unwrap();
+    let json = |p: blkqos::plan::Plan| serde_json::to_value(&p).unwrap();
+    assert_eq!(json(plan(&lean)), json(plan(&scan(&sysfs))));
+    let by_model = Profile::parse(
+        std::path::Path::new("m.toml"),
+        "[[rule]]\nname = \"m\"\nmatch = { model = \"X*\" }\n",
+    )
+    .unwrap();
+    assert!(by_model.rules[0].matcher.uses_identity());
+}
