@@ -202,11 +202,13 @@ pub fn scan_with(sysfs: &Sysfs, detail: Detail) -> Inventory {
     let partitions = partition_parents(sysfs);
     assemble(
         sysfs,
-        names,
-        properties,
-        &partitions,
-        source,
-        warnings,
+        Found {
+            names,
+            properties,
+            partitions,
+            source,
+            warnings,
+        },
         detail,
     )
 }
@@ -258,11 +260,13 @@ pub fn scan_around_with(sysfs: &Sysfs, roots: &[String], detail: Detail) -> Inve
     };
     assemble(
         sysfs,
-        names,
-        properties,
-        &partitions,
-        source,
-        warnings,
+        Found {
+            names,
+            properties,
+            partitions,
+            source,
+            warnings,
+        },
         detail,
     )
 }
@@ -296,15 +300,24 @@ fn nvme_head_of(sysfs: &Sysfs, name: &str) -> Option<String> {
         .then_some(head)
 }
 
-fn assemble(
-    sysfs: &Sysfs,
-    mut names: Vec<String>,
-    mut properties: BTreeMap<String, BTreeMap<String, String>>,
-    partitions: &BTreeMap<String, String>,
+/// What a scan found out before reading each disk.
+struct Found {
+    names: Vec<String>,
+    properties: BTreeMap<String, BTreeMap<String, String>>,
+    /// Partition name -> whole-disk name.
+    partitions: BTreeMap<String, String>,
     source: &'static str,
-    mut warnings: Vec<String>,
-    detail: Detail,
-) -> Inventory {
+    warnings: Vec<String>,
+}
+
+fn assemble(sysfs: &Sysfs, found: Found, detail: Detail) -> Inventory {
+    let Found {
+        mut names,
+        mut properties,
+        partitions,
+        source,
+        mut warnings,
+    } = found;
     names.sort_by(|a, b| natural_cmp(a, b));
     let work: Vec<(String, BTreeMap<String, String>)> = names
         .into_iter()
@@ -323,7 +336,7 @@ fn assemble(
     let by_name: HashMap<&str, &Device> = devices.iter().map(|d| (d.name.as_str(), d)).collect();
     let targets: Vec<Vec<String>> = devices
         .iter()
-        .map(|d| resolve(&by_name, partitions, &d.name, &mut warnings))
+        .map(|d| resolve(&by_name, &partitions, &d.name, &mut warnings))
         .collect();
     for (d, t) in devices.iter_mut().zip(targets) {
         d.targets = t;
