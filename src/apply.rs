@@ -43,8 +43,6 @@ fn transaction(sysfs: &Sysfs, changes: &[Change]) -> Result<Written, ApplyError>
         log::debug!("write {} = {} (was {})", c.path, c.after, c.before);
         let failure = match sysfs.write(&c.path, &c.after) {
             Err(e) if is_vanished(&e) => {
-                // gone; if only its store said so, leave the old value
-                let _ = sysfs.write(&c.path, &c.before);
                 out.vanished.push(c.path.clone());
                 continue;
             }
@@ -62,13 +60,6 @@ fn transaction(sysfs: &Sysfs, changes: &[Change]) -> Result<Written, ApplyError>
             }
         };
         if let Some(cause) = failure {
-            // The failed attribute first: a store that failed normally left
-            // the old value, but one that failed half-way (or a plain file
-            // in a copied tree, truncated on open) may not have. Best effort:
-            // the write that just failed may fail again the same way.
-            if !done.iter().any(|d| d.path == c.path) {
-                let _ = sysfs.write(&c.path, &c.before);
-            }
             let mut rollback_failures = Vec::new();
             for w in done.iter().rev() {
                 log::debug!("roll back {} = {}", w.path, w.before);

@@ -179,7 +179,16 @@ fn build_plan(
 /// state read without the lock. An unreadable state (not root) only hides
 /// the values that would go back to their originals, so it is a warning.
 fn preview_plan(ctx: &Ctx, profile: &Profile, only: &[String]) -> Result<Plan, Error> {
-    let (saved, note) = match ctx.state.read() {
+    let (saved, note) = preview_saved(ctx);
+    let mut plan = build_plan(ctx, profile, &saved, only)?;
+    plan.warnings.extend(note);
+    Ok(plan)
+}
+
+/// The saved originals for a plan that writes nothing, read without the
+/// lock, and a warning when they cannot be read.
+fn preview_saved(ctx: &Ctx) -> (BTreeMap<String, Saved>, Option<String>) {
+    match ctx.state.read() {
         Ok(state) => (state.saved, None),
         Err(e) => (
             BTreeMap::new(),
@@ -187,10 +196,7 @@ fn preview_plan(ctx: &Ctx, profile: &Profile, only: &[String]) -> Result<Plan, E
                 "saved state unreadable ({e}): values blkqos set for disks the profile no longer covers are not shown"
             )),
         ),
-    };
-    let mut plan = build_plan(ctx, profile, &saved, only)?;
-    plan.warnings.extend(note);
-    Ok(plan)
+    }
 }
 
 /// Entry point for `apply`.
@@ -203,17 +209,13 @@ pub fn apply(
     out: &mut String,
 ) -> Result<u8, Error> {
     check_names(only)?;
-    // Validated before taking the lock: a bad profile must not touch the state dir.
-    let profile = if dry_run {
-        Profile::load(profile)?
-    } else {
-        Profile::load_for_writing(profile)?
-    };
     if dry_run {
-        let plan = preview_plan(ctx, &profile, only)?;
+        let plan = preview_plan(ctx, &Profile::load(profile)?, only)?;
         emit_plan(ctx, "apply", &plan, true, json, out);
         return Ok(0);
     }
+    // Validated before taking the lock: a bad profile must not touch the state dir.
+    let profile = Profile::load_for_writing(profile)?;
     match apply_profile(ctx, &profile, only) {
         Ok(plan) => {
             emit_plan(ctx, "apply", &plan, false, json, out);
@@ -793,7 +795,7 @@ pub fn explain(
         let _ = writeln!(out, "no rule matches: the device is left untouched");
         return Ok(0);
     };
-    let saved = ctx.state.read().map(|s| s.saved).unwrap_or_default();
+    let (saved, _) = preview_saved(ctx);
     let plan = plan::build(
         &profile,
         &inv,

@@ -303,7 +303,7 @@ fn nvme_head_of(sysfs: &Sysfs, name: &str) -> Option<String> {
 /// What a scan found out before reading each disk.
 struct Found {
     names: Vec<String>,
-    properties: BTreeMap<String, BTreeMap<String, String>>,
+    properties: crate::udevdb::Props,
     /// Partition name -> whole-disk name.
     partitions: BTreeMap<String, String>,
     source: &'static str,

@@ -113,8 +113,8 @@ impl Profile {
             .take(MAX_PROFILE_BYTES + 1)
             .read_to_end(&mut bytes)
             .map_err(read_err)?;
-        let invalid = |offset: usize, message: String| {
-            let (line, column) = line_col(&String::from_utf8_lossy(&bytes[..offset]), offset);
+        let invalid = |valid: &str, message: String| {
+            let (line, column) = line_col(valid, valid.len());
             ProfileError::Invalid {
                 file: path.to_path_buf(),
                 line,
@@ -124,13 +124,19 @@ impl Profile {
         };
         if bytes.len() as u64 > MAX_PROFILE_BYTES {
             return Err(invalid(
-                0,
+                "",
                 format!("larger than {MAX_PROFILE_BYTES} bytes; expected a profile, not this"),
             ));
         }
-        let text = String::from_utf8(bytes.clone()).map_err(|e| {
+        let text = String::from_utf8(bytes).map_err(|e| {
+            // the position of the first byte that is not UTF-8
             let at = e.utf8_error().valid_up_to();
-            invalid(at, "not UTF-8 text; expected a TOML profile".to_string())
+            let bytes = e.into_bytes();
+            let valid = String::from_utf8_lossy(&bytes[..at]);
+            invalid(
+                &valid,
+                "not UTF-8 text; expected a TOML profile".to_string(),
+            )
         })?;
         Profile::parse(path, &text)
     }

@@ -69,11 +69,15 @@ impl Sysfs {
     /// The file written is the one `rel` resolves to, and only if that lies
     /// inside the root: a link planted in a tree (a copy, a fixture, a bind
     /// mount) must not make root write elsewhere.
+    ///
+    /// Not opened with O_TRUNC: a plain file (a copied tree) would lose its
+    /// value before a failed write. It is cut to the new value after a
+    /// successful one instead; sysfs ignores size changes, as it ignores
+    /// O_TRUNC.
     pub fn write(&self, rel: &str, value: &str) -> io::Result<()> {
         let inside = self.canonical(rel)?;
         let mut file = OpenOptions::new()
             .write(true)
-            .truncate(true)
             .custom_flags(libc::O_NOFOLLOW)
             .open(self.path(&inside))?;
         let n = file.write(value.as_bytes())?;
@@ -83,7 +87,7 @@ impl Sysfs {
                 format!("short write ({n} of {} bytes)", value.len()),
             ));
         }
-        Ok(())
+        file.set_len(n as u64)
     }
 
     /// Names in a directory, sorted; a missing directory is empty.
