@@ -111,6 +111,7 @@ check_knob_files() {
 	for attr in limit_us timeout_ms; do
 		f=$(knob nb0 $attr)
 		before=$(cat "$f")
+		# echo "" writes a lone newline
 		for bad in "" abc 1.5 -2 100001 99999999999999999999 " 5" \
 			"5 " 0x10 - "1 2" 60001x; do
 			[ $attr = timeout_ms ] || [ "$bad" != 60001x ] || continue
@@ -124,6 +125,15 @@ check_knob_files() {
 				pass "reject-$attr '$bad'"
 			fi
 		done
+	done
+	# a zero-length write(2) succeeds and changes nothing, as on any
+	# sysfs attribute (echo -n would not call write at all)
+	for attr in limit_us timeout_ms; do
+		f=$(knob nb0 $attr)
+		before=$(cat "$f")
+		res=$(zero-write "$f")
+		expect "zero-length-write-$attr $res" "$res" = "ret=0 errno=0" -a \
+			"$(cat "$f")" = "$before"
 	done
 	for bad in 0 -1 60001 4294967296; do
 		f=$(knob nb0 timeout_ms)
@@ -160,14 +170,6 @@ phase() { # governor limit nr_ios
 	echo -1 >"$(knob nb0 limit_us)"
 }
 
-# Deep-state time of CPU1 over one idle second, in per cent.
-idle_second() {
-	before=$(idle-snap 1)
-	sleep 1
-	after=$(idle-snap 1)
-	echo $(($(delta "$before" "$after" 6) / 10000))
-}
-
 check_governor() { # governor
 	g=$1
 	echo "$g" >$CPUIDLE/current_governor
@@ -178,42 +180,178 @@ check_governor() { # governor
 	off_c1=$P_C1 off_deep=$P_DEEP
 	phase "$g" 10 $IOS
 	lim_c1=$P_C1 lim_deep=$P_DEEP
-	sleep 0.1
-	lapse=$(idle_second)
 	phase "$g" 0 $IOS
 	zero_c1=$P_C1 zero_deep=$P_DEEP
 
 	few=$((IOS / 8))
-	if [ "$g" = haltpoll ]; then
-		# haltpoll only ever picks POLL or the first halt state
-		expect "$g-off-uses-c1" "$off_c1" -ge $few
-	else
-		expect "$g-off-enters-deep" "$off_deep" -ge $((IOS / 2))
-		expect "$g-limit10-no-deep" "$lim_deep" -le $few
-		expect "$g-limit10-uses-c1" "$lim_c1" -ge $((IOS / 2))
-	fi
+	expect "$g-off-enters-deep" "$off_deep" -ge $((IOS / 2))
+	expect "$g-limit10-no-deep" "$lim_deep" -le $few
+	expect "$g-limit10-uses-c1" "$lim_c1" -ge $((IOS / 2))
 	expect "$g-limit0-no-c1" "$zero_c1" -le $few
 	expect "$g-limit0-no-deep" "$zero_deep" -le $few
-	measure "lapse gov=$g deep_pct=$lapse"
-	[ "$g" = haltpoll ] || expect "$g-deep-returns-after-timeout" "$lapse" -ge 80
+}
+
+TEST=/sys/kernel/debug/blkqos_test
+TICK_US=4000	# CONFIG_HZ_250
+
+# A CPU's live lease from the test driver: "limit_us=N left_ms=M"
+lease_of() { # cpu
+	sed -n "s/^cpu$1 //p" $TEST/lease
+}
+
+# Time from the end of the last request to each CPU's first deep entry,
+# for both shapes of an interrupt on another CPU than the submitter (CPU1):
+# "ipi", the completion on CPU0 sent back to CPU1 by IPI (rq_affinity 2),
+# and "remote", the request ended on CPU0 (rq_affinity 0). CPU0 takes the
+# completions while its tick is stopped. Every CPU that served I/O must
+# sleep deep again within the timeout plus two ticks.
+check_lapse() { # governor shape
+	g=$1 shape=$2
+	echo "$g" >$CPUIDLE/current_governor
+	mknull lx queue_mode=2 irqmode=2 completion_nsec=$SLOW_NS \
+		submit_queues=2 complete_cpu=0 || fail setup-lx
+	[ "$shape" = ipi ] && aff=2 || aff=0
+	echo $aff >/sys/block/lx/queue/rq_affinity
+	echo 3 >"$(knob lx timeout_ms)"
+	bound=$((3000 + 2 * TICK_US))
+	for lim in -1 10; do
+		echo $lim >"$(knob lx limit_us)"
+		fio_qd1 lx 32 >/dev/null
+		sleep 0.5
+		first=$(cat $TEST/first_deep | tr '\n' ' ')
+		measure "lapse gov=$g shape=$shape limit=$lim $first"
+		[ $lim = -1 ] && continue
+		for cpu in 0 1; do
+			us=$(echo "$first" | sed -n "s/.*cpu$cpu \(-*[0-9]*\).*/\1/p")
+			expect "lapse-$g-$shape-cpu$cpu-deep-within-${bound}us ${us}us" \
+				"$us" -ge 0 -a "$us" -le $bound
+		done
+	done
+	echo -1 >"$(knob lx limit_us)"
+	rmnull lx
+}
+
+# A strict queue (limit 0) and a loose one (limit 20) on the same CPU:
+# once the strict one is idle, the CPU returns to C1 within its timeout
+# although the loose one keeps renewing.
+check_strict_then_loose() {
+	echo menu >$CPUIDLE/current_governor
+	mknull sa queue_mode=2 irqmode=2 completion_nsec=100000 submit_queues=2 ||
+		fail setup-sa
+	mknull sb queue_mode=2 irqmode=2 completion_nsec=$SLOW_NS submit_queues=2 ||
+		fail setup-sb
+	echo 0 >"$(knob sa limit_us)"
+	echo 20 >"$(knob sb limit_us)"
+	fio --name=loose --filename=/dev/sb --rw=randread --bs=4k --ioengine=psync \
+		--direct=1 --cpus_allowed=1 --time_based --runtime=1 --size=64m \
+		--output-format=terse >/dev/null 2>&1 &
+	sleep 0.1
+	fio_qd1 sa 16 >/dev/null
+	sleep 0.05	# the strict lease lapses within 3 ms + 2 ticks
+	before=$(idle-snap 1)
+	sleep 0.3
+	after=$(idle-snap 1)
+	wait
+	poll=$(delta "$before" "$after" 1)
+	c1=$(delta "$before" "$after" 2)
+	measure "strict-then-loose poll=$poll c1=$c1"
+	expect "strict-limit-lapses-under-loose-io poll=$poll c1=$c1" \
+		"$poll" -le 4 -a "$c1" -ge 100
+	rmnull sa
+	rmnull sb
+}
+
+# One renewal per CPU per I/O: dispatch, plus the CPU that ends the
+# request, plus the CPU whose interrupt hands it to another CPU.
+check_renewals() {
+	n=200
+	# name:irqmode:complete_cpu:rq_affinity; "local" goes through
+	# blk_mq_complete_request() and ends on the submitting CPU
+	for shape in local:1:-1:1 remote:2:0:0 ipi:2:0:2; do
+		IFS=: read -r name irq ccpu aff <<-EOF
+		$shape
+		EOF
+		mknull rn queue_mode=2 irqmode="$irq" completion_nsec=20000 \
+			submit_queues=2 complete_cpu="$ccpu" || fail setup-rn
+		echo "$aff" >/sys/block/rn/queue/rq_affinity
+		echo 10 >"$(knob rn limit_us)"
+		[ $name = ipi ] && want=3 || want=2
+		r0=$(cat $TEST/renewals)
+		fio_qd1 rn $n >/dev/null
+		r1=$(cat $TEST/renewals)
+		got=$((r1 - r0))
+		measure "renewals shape=$name ios=$n renewals=$got"
+		expect "renewals-$name-$want-per-io $got/$n" \
+			$got -ge $((want * n)) -a $got -le $((want * n + 8))
+		rmnull rn
+	done
+}
+
+# menu must not fight its own polling fix (RESIDENCY_THRESHOLD_NS, 15 us):
+# under a short predicted idle it may leave POLL for C1 only when C1's
+# target residency is below the threshold; a lease at 0 keeps POLL.
+check_menu_poll_override() {
+	echo menu >$CPUIDLE/current_governor
+	mknull mo queue_mode=2 irqmode=2 completion_nsec=15000 submit_queues=2 ||
+		fail setup-mo
+	for res in 10 20; do
+		echo $res >$TEST/c1_residency_us
+		for lim in -1 0; do
+			echo $lim >"$(knob mo limit_us)"
+			fio_qd1 mo 256 --exec_prerun="sh -c 'idle-snap 1 >/tmp/pre'" \
+				--exec_postrun="sh -c 'idle-snap 1 >/tmp/post'" >/dev/null
+			poll=$(delta "$(cat /tmp/pre)" "$(cat /tmp/post)" 1)
+			c1=$(delta "$(cat /tmp/pre)" "$(cat /tmp/post)" 2)
+			measure "menu-poll res=$res limit=$lim poll=$poll c1=$c1"
+			if [ $lim = 0 ]; then
+				expect "menu-res$res-limit0-polls poll=$poll c1=$c1" $c1 -le 8
+			elif [ $res = 10 ]; then
+				expect "menu-res10-prefers-c1 poll=$poll c1=$c1" $c1 -gt $poll
+			else
+				expect "menu-res20-keeps-polling poll=$poll c1=$c1" $poll -gt $c1
+			fi
+		done
+	done
+	echo 4 >$TEST/c1_residency_us
+	echo -1 >"$(knob mo limit_us)"
+	rmnull mo
+}
+
+# The series' KUnit suites, built as modules (KUNIT_ALL_TESTS=m), on the
+# real cpuidle and block paths of this kernel.
+check_kunit_modules() {
+	for ko in /lib/kunit/*.ko; do
+		[ -e "$ko" ] || { fail kunit-modules-present; return; }
+		insmod "$ko" || fail "insmod-$(basename "$ko")"
+	done
+	for suite in cpu_latency_lease blk_cpu_lat; do
+		if dmesg | grep -q "not ok [0-9]* $suite\$"; then
+			fail "kunit-module-$suite"
+		elif dmesg | grep -q " ok [0-9]* $suite\$"; then
+			pass "kunit-module-$suite $(dmesg | grep -o "# $suite: pass:[0-9]* fail:[0-9]*" | tail -1)"
+		else
+			fail "kunit-module-$suite (no result)"
+		fi
+	done
 }
 
 check_hotplug() {
+	echo 60000 >"$(knob nb0 timeout_ms)"
 	echo 10 >"$(knob nb0 limit_us)"
 	fio_qd1 nb0 8 >/dev/null
-	# CPU1 holds a live lease now
+	live=$(lease_of 1)
+	expect "lease-live-before-offline $live" "${live%% *}" = limit_us=10
 	ok=1
-	for i in 1 2 3; do
-		echo 0 >/sys/devices/system/cpu/cpu1/online || ok=0
-		echo 1 >/sys/devices/system/cpu/cpu1/online || ok=0
-	done
+	echo 0 >/sys/devices/system/cpu/cpu1/online || ok=0
+	echo 1 >/sys/devices/system/cpu/cpu1/online || ok=0
 	expect cpu-offline-online-with-lease $ok = 1
+	# a stale deadline would look live again after 2^31 jiffies offline
+	back=$(lease_of 1)
+	expect "lease-reset-by-offline-online $back" "${back%% *}" = limit_us=-1
 	res=$(fio_qd1 nb0 8)
 	expect io-after-hotplug -n "$res"
 	echo -1 >"$(knob nb0 limit_us)"
-	sleep 0.1
-	lapse=$(idle_second)
-	expect deep-returns-after-hotplug "$lapse" -ge 80
+	echo 3 >"$(knob nb0 timeout_ms)"
 }
 
 # blkqos itself against the guest's real sysfs
@@ -377,7 +515,10 @@ check_stress() {
 # 1 in a softirq on the same CPU.
 hot_path() { # [irqmode]
 	irq=${1:-0}
-	mknull hp queue_mode=2 irqmode=$irq submit_queues=2 || fail setup-nullb-hp
+	# with one hardware queue per CPU blk-mq ends "softirq" completions
+	# inline; with one for both CPUs it raises BLOCK_SOFTIRQ
+	[ "$irq" = 1 ] && hwq=1 || hwq=2
+	mknull hp queue_mode=2 irqmode=$irq submit_queues=$hwq || fail setup-nullb-hp
 	fio_qd1 hp 2000 >/dev/null	# warm up
 	if [ "$MODE" = nopsd ]; then
 		measure "hotpath variant=nopsd $(fio_qd1 hp "$HOTPATH_IOS" | tr ' ' ,) irq=$irq"
@@ -487,9 +628,17 @@ fi
 check_knob_files
 if [ "$MODE" = psd ]; then
 	clock_cost
-	for g in menu teo ladder haltpoll; do
+	check_kunit_modules
+	for g in menu teo ladder; do
 		check_governor $g
 	done
+	for g in menu teo; do
+		check_lapse $g remote
+		check_lapse $g ipi
+	done
+	check_strict_then_loose
+	check_renewals
+	check_menu_poll_override
 	echo menu >$CPUIDLE/current_governor
 	check_hotplug
 	check_blkqos
