@@ -4,7 +4,7 @@
 Usage: bench/kernel.py [--json FILE] [--parse-only]
 
 Runs `kernel-patch/test/run --bench` (the harness's non-debug kernels,
-CONFIG_CPU_IDLE_PSD=y and =n, booted under TCG with -icount shift=0 so that
+CONFIG_CPU_LATENCY_LEASE=y and =n, booted under TCG with -icount shift=0 so that
 guest time is instruction count: repeatable to ~0.1%), then reads the
 BLKQOS-MEASURE lines of the two console logs:
 

@@ -3,7 +3,7 @@
 #   BLKQOS-CHECK PASS|FAIL <name> [detail]
 # and figures as BLKQOS-MEASURE <name> key=value..., then BLKQOS-DONE.
 # Settings come from the kernel command line: blkqos.mode=psd (the
-# patched kernel) or blkqos.mode=nopsd (CONFIG_CPU_IDLE_PSD=n);
+# patched kernel) or blkqos.mode=nopsd (CONFIG_CPU_LATENCY_LEASE=n);
 # blkqos.only=hotpath skips the checks and only measures the hot path;
 # blkqos.hotpath_ios=N sets its I/O count; blkqos.only=bench runs the
 # benchmark matrix of bench/kernel, blkqos.bench_ios=N I/Os per point;
