@@ -4,7 +4,8 @@
 # and figures as BLKQOS-MEASURE <name> key=value..., then BLKQOS-DONE.
 # Settings come from the kernel command line: blkqos.mode=psd (the
 # patched kernel) or blkqos.mode=nopsd (CONFIG_CPU_LATENCY_LEASE=n);
-# blkqos.only=hotpath skips the checks and only measures the hot path;
+# blkqos.only=hotpath skips the checks and only measures the hot path,
+# blkqos.only=lapse runs only the lapse checks;
 # blkqos.hotpath_ios=N sets its I/O count; blkqos.only=bench runs the
 # benchmark matrix of bench/kernel, blkqos.bench_ios=N I/Os per point;
 # blkqos.stress_secs=N sets the stress run's guest seconds (default 60).
@@ -143,7 +144,7 @@ check_knob_files() {
 			pass "reject-timeout_ms '$bad'"
 		fi
 	done
-	for good in 0 10 100000 -1; do
+	for good in 0 10 100000 auto -1; do
 		echo $good >"$(knob nb0 limit_us)"
 		expect "accept-limit_us $good" "$(cat "$(knob nb0 limit_us)")" = $good
 	done
@@ -180,6 +181,9 @@ check_governor() { # governor
 	off_c1=$P_C1 off_deep=$P_DEEP
 	phase "$g" 10 $IOS
 	lim_c1=$P_C1 lim_deep=$P_DEEP
+	# "auto": the deepest state that takes at most 20 us to leave, C1 here
+	phase "$g" auto $IOS
+	auto_c1=$P_C1 auto_deep=$P_DEEP
 	phase "$g" 0 $IOS
 	zero_c1=$P_C1 zero_deep=$P_DEEP
 
@@ -187,6 +191,8 @@ check_governor() { # governor
 	expect "$g-off-enters-deep" "$off_deep" -ge $((IOS / 2))
 	expect "$g-limit10-no-deep" "$lim_deep" -le $few
 	expect "$g-limit10-uses-c1" "$lim_c1" -ge $((IOS / 2))
+	expect "$g-auto-no-deep" "$auto_deep" -le $few
+	expect "$g-auto-uses-c1" "$auto_c1" -ge $((IOS / 2))
 	expect "$g-limit0-no-c1" "$zero_c1" -le $few
 	expect "$g-limit0-no-deep" "$zero_deep" -le $few
 }
@@ -202,11 +208,13 @@ lease_of() { # cpu
 # Time from the end of the last request to each CPU's first deep entry,
 # for both shapes of an interrupt on another CPU than the submitter (CPU1):
 # "ipi", the completion on CPU0 sent back to CPU1 by IPI (rq_affinity 2),
-# and "remote", the request ended on CPU0 (rq_affinity 0). CPU0 takes the
-# completions while its tick is stopped. Every CPU that served I/O must
-# sleep deep again within the timeout plus two ticks.
+# and "remote", the request ended on CPU0 (rq_affinity 0). Everything else
+# runs on CPU1, so CPU0 takes the completions while its tick is stopped
+# and has nothing else to wake it. Every CPU that served I/O must sleep
+# deep again within the timeout plus two ticks.
 check_lapse() { # governor shape
 	g=$1 shape=$2
+	taskset -p -c 1 $$ >/dev/null
 	echo "$g" >$CPUIDLE/current_governor
 	mknull lx queue_mode=2 irqmode=2 completion_nsec=$SLOW_NS \
 		submit_queues=2 complete_cpu=0 || fail setup-lx
@@ -229,6 +237,14 @@ check_lapse() { # governor shape
 	done
 	echo -1 >"$(knob lx limit_us)"
 	rmnull lx
+	taskset -p -c 0-1 $$ >/dev/null
+}
+
+lapse_checks() {
+	for g in menu teo; do
+		check_lapse $g remote
+		check_lapse $g ipi
+	done
 }
 
 # A strict queue (limit 0) and a loose one (limit 20) on the same CPU:
@@ -612,6 +628,11 @@ clock_cost() {
 	[ ! -r $f ] || measure "clock $(cat $f)"
 }
 
+if [ "$ONLY" = lapse ]; then
+	lapse_checks
+	echo BLKQOS-DONE
+	reboot -f
+fi
 if [ "$ONLY" = hotpath ]; then
 	clock_cost
 	hot_path
@@ -632,10 +653,7 @@ if [ "$MODE" = psd ]; then
 	for g in menu teo ladder; do
 		check_governor $g
 	done
-	for g in menu teo; do
-		check_lapse $g remote
-		check_lapse $g ipi
-	done
+	lapse_checks
 	check_strict_then_loose
 	check_renewals
 	check_menu_poll_override
