@@ -49,7 +49,7 @@ def find(rows, **want):
 def tables(cli, k):
     out = []
     out.append("Hot path (null_blk, fio psync QD1 4k random reads, "
-               f"{k['hotpath'][0].get('ios', 'fixed')} I/Os; ratio to CONFIG_CPU_LATENCY_LEASE=n, 1.0 = free):\n")
+               f"{k['hotpath'][0].get('ios', 'fixed')} I/Os; ratio to the option off, 1.0 = free):\n")
     out.append("| completion | PSD=n IOPS | PSD=n mean | knob off IOPS / latency ratio | knob on IOPS / latency ratio |")
     out.append("|---|---:|---:|---:|---:|")
     for irq, name in ((0, "inline (irqmode 0)"), (1, "softirq (irqmode 1)")):
