@@ -210,8 +210,11 @@ lease_of() { # cpu
 # "ipi", the completion on CPU0 sent back to CPU1 by IPI (rq_affinity 2),
 # and "remote", the request ended on CPU0 (rq_affinity 0). Everything else
 # runs on CPU1, so CPU0 takes the completions while its tick is stopped
-# and has nothing else to wake it. Every CPU that served I/O must sleep
-# deep again within the timeout plus two ticks.
+# and has nothing else to wake it. With the knob on, no CPU enters the
+# deep state during the I/O nor before the timeout, and every CPU that
+# served I/O sleeps deep again within the timeout rounded up to whole
+# ticks plus two ticks (the lease ends within a tick of its deadline and
+# the next tick notices).
 check_lapse() { # governor shape
 	g=$1 shape=$2
 	taskset -p -c 1 $$ >/dev/null
@@ -221,18 +224,25 @@ check_lapse() { # governor shape
 	[ "$shape" = ipi ] && aff=2 || aff=0
 	echo $aff >/sys/block/lx/queue/rq_affinity
 	echo 3 >"$(knob lx timeout_ms)"
-	bound=$((3000 + 2 * TICK_US))
+	bound=$(((3000 + TICK_US - 1) / TICK_US * TICK_US + 2 * TICK_US))
 	for lim in -1 10; do
 		echo $lim >"$(knob lx limit_us)"
-		fio_qd1 lx 32 >/dev/null
+		# count from fio's first I/O: until CPU0's first completion
+		# nothing has asked it to stay shallow
+		fio_qd1 lx 32 --exec_prerun="sh -c 'idle-snap 0 >/tmp/pre0; idle-snap 1 >/tmp/pre1'" \
+			--exec_postrun="sh -c 'idle-snap 0 >/tmp/post0; idle-snap 1 >/tmp/post1'" >/dev/null
+		deep0=$(delta "$(cat /tmp/pre0)" "$(cat /tmp/post0)" 3)
+		deep1=$(delta "$(cat /tmp/pre1)" "$(cat /tmp/post1)" 3)
 		sleep 0.5
 		first=$(cat $TEST/first_deep | tr '\n' ' ')
-		measure "lapse gov=$g shape=$shape limit=$lim $first"
+		measure "lapse gov=$g shape=$shape limit=$lim deep_during_io=$deep0,$deep1 $first"
 		[ $lim = -1 ] && continue
+		expect "lapse-$g-$shape-no-deep-during-io cpu0=$deep0 cpu1=$deep1" \
+			"$deep0" -le 2 -a "$deep1" -le 2
 		for cpu in 0 1; do
 			us=$(echo "$first" | sed -n "s/.*cpu$cpu \(-*[0-9]*\).*/\1/p")
-			expect "lapse-$g-$shape-cpu$cpu-deep-within-${bound}us ${us}us" \
-				"$us" -ge 0 -a "$us" -le $bound
+			expect "lapse-$g-$shape-cpu$cpu-deep-after-3000-within-${bound}us ${us}us" \
+				"$us" -ge 3000 -a "$us" -le $bound
 		done
 	done
 	echo -1 >"$(knob lx limit_us)"
