@@ -210,11 +210,14 @@ lease_of() { # cpu
 # "ipi", the completion on CPU0 sent back to CPU1 by IPI (rq_affinity 2),
 # and "remote", the request ended on CPU0 (rq_affinity 0). Everything else
 # runs on CPU1, so CPU0 takes the completions while its tick is stopped
-# and has nothing else to wake it. With the knob on, no CPU enters the
-# deep state during the I/O nor before the timeout, and every CPU that
-# served I/O sleeps deep again within the timeout rounded up to whole
-# ticks plus two ticks (the lease ends within a tick of its deadline and
-# the next tick notices).
+# and has nothing else to wake it. With the knob on, CPU0 stays out of the
+# deep state during the I/O (but for its first idle periods, before its
+# first completion renews its lease), no CPU enters it before the
+# timeout, and every CPU that served I/O sleeps deep again soon after:
+# the lease ends within the timeout rounded up to whole ticks plus one
+# tick and the next tick notices (12 ms for 3 ms at HZ=250); the check
+# allows the governor one more tick to choose the deep state, as teo,
+# going by its recent history, may decline it once.
 check_lapse() { # governor shape
 	g=$1 shape=$2
 	taskset -p -c 1 $$ >/dev/null
@@ -224,24 +227,31 @@ check_lapse() { # governor shape
 	[ "$shape" = ipi ] && aff=2 || aff=0
 	echo $aff >/sys/block/lx/queue/rq_affinity
 	echo 3 >"$(knob lx timeout_ms)"
-	bound=$(((3000 + TICK_US - 1) / TICK_US * TICK_US + 2 * TICK_US))
+	bound=$(((3000 + TICK_US - 1) / TICK_US * TICK_US + 3 * TICK_US))
 	for lim in -1 10; do
 		echo $lim >"$(knob lx limit_us)"
-		# count from fio's first I/O: until CPU0's first completion
-		# nothing has asked it to stay shallow
+		# deep entries while fio does I/O; a second run for the
+		# lapse, as fio's postrun keeps CPU1 busy after the last I/O
+		t0=$(cat $TEST/leased_tickless)
 		fio_qd1 lx 32 --exec_prerun="sh -c 'idle-snap 0 >/tmp/pre0; idle-snap 1 >/tmp/pre1'" \
 			--exec_postrun="sh -c 'idle-snap 0 >/tmp/post0; idle-snap 1 >/tmp/post1'" >/dev/null
 		deep0=$(delta "$(cat /tmp/pre0)" "$(cat /tmp/post0)" 3)
 		deep1=$(delta "$(cat /tmp/pre1)" "$(cat /tmp/post1)" 3)
+		sleep 0.1
+		fio_qd1 lx 32 >/dev/null
 		sleep 0.5
+		tickless=$(($(cat $TEST/leased_tickless) - t0))
 		first=$(cat $TEST/first_deep | tr '\n' ' ')
-		measure "lapse gov=$g shape=$shape limit=$lim deep_during_io=$deep0,$deep1 $first"
+		measure "lapse gov=$g shape=$shape limit=$lim deep_during_io=$deep0,$deep1 leased_tickless=$tickless $first"
 		[ $lim = -1 ] && continue
+		# a CPU held shallow with its tick stopped sees the lapse only
+		# at its next timer, possibly seconds later
+		expect "lapse-$g-$shape-tick-kept-while-leased $tickless" "$tickless" = 0
 		expect "lapse-$g-$shape-no-deep-during-io cpu0=$deep0 cpu1=$deep1" \
-			"$deep0" -le 2 -a "$deep1" -le 2
+			"$deep0" -le 8 -a "$deep1" -le 2
 		for cpu in 0 1; do
 			us=$(echo "$first" | sed -n "s/.*cpu$cpu \(-*[0-9]*\).*/\1/p")
-			expect "lapse-$g-$shape-cpu$cpu-deep-after-3000-within-${bound}us ${us}us" \
+			expect "lapse-$g-$shape-cpu$cpu-deep-after-3000us-within-${bound}us ${us}us" \
 				"$us" -ge 3000 -a "$us" -le $bound
 		done
 	done
@@ -271,13 +281,22 @@ check_strict_then_loose() {
 	fio --name=loose --filename=/dev/sb --rw=randread --bs=4k --ioengine=psync \
 		--direct=1 --cpus_allowed=1 --time_based --runtime=1 --size=64m \
 		--output-format=terse >/dev/null 2>&1 &
-	sleep 0.1
+	# the loose queue must be doing I/O before the strict one starts
+	i=0
+	while [ "$(awk '{ print $1 }' /sys/block/sb/stat)" -lt 10 ] && [ $i -lt 500 ]; do
+		sleep 0.01
+		i=$((i + 1))
+	done
 	fio_qd1 sa 16 >/dev/null
+	overlap=$(awk '{ print $1 }' /sys/block/sb/stat)
 	sleep 0.05	# the strict lease lapses within 3 ms + 2 ticks
 	before=$(idle-snap 1)
 	sleep 0.3
 	after=$(idle-snap 1)
+	running=$(awk '{ print $1 }' /sys/block/sb/stat)
 	wait
+	expect "strict-and-loose-overlap sb_reads=$overlap,$running" \
+		"$overlap" -ge 10 -a "$running" -gt "$overlap"
 	poll=$(delta "$before" "$after" 1)
 	c1=$(delta "$before" "$after" 2)
 	measure "strict-then-loose poll=$poll c1=$c1"
