@@ -5,7 +5,8 @@
 # Settings come from the kernel command line: blkqos.mode=psd (the
 # patched kernel) or blkqos.mode=nopsd (CONFIG_CPU_LATENCY_LEASE=n);
 # blkqos.only=hotpath skips the checks and only measures the hot path,
-# blkqos.only=lapse runs only the lapse checks;
+# blkqos.only=lapse runs only the lapse checks, blkqos.only=nvme only
+# the NVMe topology checks (guest-nvme.sh);
 # blkqos.hotpath_ios=N sets its I/O count; blkqos.only=bench runs the
 # benchmark matrix of bench/kernel, blkqos.bench_ios=N I/Os per point;
 # blkqos.stress_secs=N sets the stress run's guest seconds (default 60).
@@ -25,6 +26,10 @@ HOTPATH_IOS=$(sed -n 's/.*blkqos\.hotpath_ios=\([0-9]*\).*/\1/p' /proc/cmdline)
 : "${HOTPATH_IOS:=20000}"
 BENCH_IOS=$(sed -n 's/.*blkqos\.bench_ios=\([0-9]*\).*/\1/p' /proc/cmdline)
 : "${BENCH_IOS:=2000}"
+BENCH_REPS=$(sed -n 's/.*blkqos\.bench_reps=\([0-9]*\).*/\1/p' /proc/cmdline)
+: "${BENCH_REPS:=5}"
+BENCH_SPREAD=$(sed -n 's/.*blkqos\.bench_spread=\([0-9]*\).*/\1/p' /proc/cmdline)
+: "${BENCH_SPREAD:=50}"
 STRESS_SECS=$(sed -n 's/.*blkqos\.stress_secs=\([0-9]*\).*/\1/p' /proc/cmdline)
 : "${STRESS_SECS:=60}"
 IOS=64			# I/Os per idle-selection phase
@@ -565,8 +570,10 @@ hot_path() { # [irqmode]
 	[ "$irq" = 1 ] && hwq=1 || hwq=2
 	mknull hp queue_mode=2 irqmode=$irq submit_queues=$hwq || fail setup-nullb-hp
 	fio_qd1 hp 2000 >/dev/null	# warm up
-	if [ "$MODE" = nopsd ]; then
-		measure "hotpath variant=nopsd $(fio_qd1 hp "$HOTPATH_IOS" | tr ' ' ,) irq=$irq"
+	if [ "$MODE" != psd ]; then
+		v=nopsd
+		[ "$MODE" = nopsd ] || v=$MODE
+		measure "hotpath variant=$v $(fio_qd1 hp "$HOTPATH_IOS" | tr ' ' ,) irq=$irq"
 	else
 		measure "hotpath variant=off $(fio_qd1 hp "$HOTPATH_IOS" | tr ' ' ,) irq=$irq"
 		echo 10 >"$(knob hp limit_us)"
@@ -576,76 +583,126 @@ hot_path() { # [irqmode]
 	rmnull hp
 }
 
-# Latency of QD1/QD4 4k random reads on CPU1 through libaio:
-# prints "iops mean_us p99_us p99.9_us max_us"
+# Latency of QD1/QD4 4k random reads on CPU1 through libaio, and the
+# deep state's time on CPU0 and CPU1 while fio ran: prints
+# "iops mean_us p50_us p99_us p99.9_us max_us deep0_us deep1_us"
 fio_lat() { # dev iodepth nr_ios
 	fio --name=lat --filename="/dev/$1" --rw=randread --bs=4k \
 		--ioengine=libaio --iodepth="$2" --direct=1 --number_ios="$3" \
 		--size=64m --cpus_allowed=1 --norandommap --randrepeat=1 \
-		--percentile_list=99:99.9 --output-format=terse \
-		--terse-version=3 2>/tmp/fio.err |
-		awk -F';' '$1 == 3 {
-			p99 = p999 = 0
-			for (i = 18; i <= 37; i++) {
-				split($i, a, "=")
-				if (a[1] == "99.000000%") p99 = a[2]
-				if (a[1] == "99.900000%") p999 = a[2]
-			}
-			printf "%s %s %s %s %s\n", $8, $16, p99, p999, $15
-		}'
+		--percentile_list=50:99:99.9 --output-format=terse \
+		--terse-version=3 \
+		--exec_prerun="sh -c 'idle-snap 0 >/tmp/pre; idle-snap 1 >>/tmp/pre'" \
+		--exec_postrun="sh -c 'idle-snap 0 >/tmp/post; idle-snap 1 >>/tmp/post'" \
+		2>/tmp/fio.err >/tmp/fio.out
+	d0=$(delta "$(sed -n 1p /tmp/pre)" "$(sed -n 1p /tmp/post)" 6)
+	d1=$(delta "$(sed -n 2p /tmp/pre)" "$(sed -n 2p /tmp/post)" 6)
+	awk -F';' -v d0="$d0" -v d1="$d1" '$1 == 3 {
+		p50 = p99 = p999 = 0
+		for (i = 18; i <= 37; i++) {
+			split($i, a, "=")
+			if (a[1] == "50.000000%") p50 = a[2]
+			if (a[1] == "99.000000%") p99 = a[2]
+			if (a[1] == "99.900000%") p999 = a[2]
+		}
+		printf "%s %s %s %s %s %s %s %s\n", $8, $16, p50, p99, p999, $15, d0, d1
+	}' /tmp/fio.out
+	[ -s /tmp/fio.out ] || sed 's/^/fio: /' /tmp/fio.err >&2
 }
 
-deep_disabled() { # 0|1: the floor ("C-states off") is the deep state disabled everywhere
+# The peers, each set up on its own on device bx (the lease kernel):
+#   baseline  deep state allowed, nothing set (what most machines run)
+#   floor     deep state disabled on every CPU ("C-states off",
+#             cpupower idle-set -D)
+#   dma       /dev/cpu_dma_latency held open at C1's exit latency (TuneD
+#             latency-performance: global, for as long as it is held)
+#   resume    pm_qos_resume_latency_us at C1's exit latency on the CPUs
+#             that do I/O (TuneD cpu plugin, pepc, blkqos's fallback:
+#             per CPU, static)
+#   knob10, knob0, auto   this series: cpu_lat_limit_us, 3 ms timeout
+#   psd       the PSD model kernel: no setting, always on
+C1_EXIT_US=2
+peer_off() {
+	deep_disabled 0
+	exec 7>&-
+	for c in 0 1; do
+		echo 0 >/sys/devices/system/cpu/cpu$c/power/pm_qos_resume_latency_us
+	done
+	[ ! -e "$(knob bx limit_us)" ] || {
+		echo -1 >"$(knob bx limit_us)"
+		echo 3 >"$(knob bx timeout_ms)"
+	}
+}
+
+peer_on() { # cfg
+	peer_off
+	case $1 in
+	floor) deep_disabled 1 ;;
+	dma)
+		exec 7>/dev/cpu_dma_latency
+		# anything but 4 bytes is read as a hexadecimal number
+		printf '%x' $C1_EXIT_US >&7 ;;
+	resume)
+		for c in 0 1; do
+			echo $C1_EXIT_US >/sys/devices/system/cpu/cpu$c/power/pm_qos_resume_latency_us
+		done ;;
+	knob10) echo 10 >"$(knob bx limit_us)" ;;
+	knob0) echo 0 >"$(knob bx limit_us)" ;;
+	auto) echo auto >"$(knob bx limit_us)" ;;
+	esac
+	sleep 0.05	# let a lease from the previous configuration lapse
+}
+
+deep_disabled() { # 0|1
 	for s in /sys/devices/system/cpu/cpu*/cpuidle/state2/disable; do
 		echo "$1" >"$s"
 	done
 }
 
-# One benchmark configuration on device bl: baseline (deep allowed, knob
-# off), floor (deep disabled on every CPU), limit10 / limit0 (knob, 3 ms).
-bench_config() { # cfg
-	deep_disabled 0
-	echo -1 >"$(knob bl limit_us)"
-	echo 3 >"$(knob bl timeout_ms)"
-	case $1 in
-	floor) deep_disabled 1 ;;
-	limit10) echo 10 >"$(knob bl limit_us)" ;;
-	limit0) echo 0 >"$(knob bl limit_us)" ;;
-	esac
-	sleep 0.05	# let a lease from the previous configuration lapse
-}
-
-# What the lease buys (latency) and what it keeps (deep residency after
-# the I/O stops), per governor and completion time. 20 and 50 us are fast
-# devices; 1 ms outlasts the deep state's target residency, so a governor
-# picks the deep state between completions and pays its exit latency.
-bench_latency_power() {
+# What each peer buys (latency) and keeps (deep residency, during the I/O
+# and in the second after it), per governor and completion time. The
+# "device" completes on CPU0 and blk-mq sends the completion to CPU1, the
+# submitter, by IPI: CPU1's governor cannot see it coming. Completion
+# times are spread over +/- BENCH_SPREAD per cent of the nominal, as a
+# real device's are (a fixed delay lets menu learn it exactly).
+bench_cross() {
+	if [ "$MODE" = psdmodel ]; then
+		cfgs=psd
+	else
+		cfgs="baseline floor dma resume knob10 knob0 auto"
+	fi
 	for g in menu teo; do
 		echo $g >$CPUIDLE/current_governor
-		for cns in 20000 50000 1000000; do
-			ios=$BENCH_IOS
-			[ $cns -lt 1000000 ] || ios=$((BENCH_IOS / 10))
-			mknull bl queue_mode=2 irqmode=2 completion_nsec=$cns \
-				submit_queues=2 || fail setup-nullb-bl
+		for cus in 20 50 100 200 50f; do
+			spread=$BENCH_SPREAD
+			case $cus in *f) cus=${cus%f} spread=0 ;; esac
+			mknull bx queue_mode=2 irqmode=2 \
+				completion_nsec=$((cus * 1000)) submit_queues=2 \
+				complete_cpu=0 complete_spread_pct="$spread" ||
+				fail setup-nullb-bx
+			echo 2 >/sys/block/bx/queue/rq_affinity
 			for qd in 1 4; do
-				for cfg in baseline floor limit10 limit0; do
-					bench_config $cfg
-					set -- $(fio_lat bl $qd $ios)
-					measure "lat gov=$g cnsec=$cns qd=$qd cfg=$cfg ios=$ios" \
-						"iops=$1 mean=$2 p99=$3 p999=$4 max=$5"
+				for cfg in $cfgs; do
+					peer_on "$cfg"
+					set -- $(fio_lat bx $qd "$BENCH_IOS")
+					measure "lat gov=$g cus=$cus spread=$spread qd=$qd cfg=$cfg ios=$BENCH_IOS" \
+						"iops=$1 mean=$2 p50=$3 p99=$4 p999=$5 max=$6" \
+						"deep0_us=$7 deep1_us=$8"
 				done
 			done
-			# the governors' history makes one second after the I/O vary:
-			# three runs each, in turn
-			for rep in 1 2 3; do
-				for cfg in baseline floor limit10 limit0; do
-					bench_config $cfg
-					measure "power gov=$g cnsec=$cns cfg=$cfg rep=$rep" \
-						"$(idle-watch /dev/bl 1 0 200 2 1000000)"
+			# the second after the last I/O varies with the
+			# governors' history: BENCH_REPS runs of each, in turn
+			rep=1
+			while [ $rep -le "$BENCH_REPS" ]; do
+				for cfg in $cfgs; do
+					peer_on "$cfg"
+					measure "power gov=$g cus=$cus spread=$spread cfg=$cfg rep=$rep" \
+						"$(idle-watch /dev/bx 1 200 2 1000000)"
 				done
+				rep=$((rep + 1))
 			done
-			bench_config baseline
-			rmnull bl
+			peer_off
+			rmnull bx
 		done
 	done
 	echo menu >$CPUIDLE/current_governor
@@ -657,6 +714,13 @@ clock_cost() {
 	[ ! -r $f ] || measure "clock $(cat $f)"
 }
 
+# the real NVMe topology (QEMU-emulated controllers, multipath, md, dm)
+. /etc/guest-nvme.sh
+if [ "$ONLY" = nvme ]; then
+	check_nvme
+	echo BLKQOS-DONE
+	reboot -f
+fi
 if [ "$ONLY" = lapse ]; then
 	lapse_checks
 	echo BLKQOS-DONE
@@ -671,7 +735,7 @@ fi
 if [ "$ONLY" = bench ]; then
 	hot_path 0
 	hot_path 1
-	[ "$MODE" = nopsd ] || bench_latency_power
+	[ "$MODE" = nopsd ] || bench_cross
 	echo BLKQOS-DONE
 	reboot -f
 fi
@@ -690,6 +754,7 @@ if [ "$MODE" = psd ]; then
 	check_hotplug
 	check_blkqos
 	check_udevd
+	check_nvme
 	check_stress
 fi
 hot_path

@@ -1,31 +1,35 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
- * idle-watch: how soon a CPU goes back to a deep idle state after its last
- * I/O, for the blkqos benchmarks in the QEMU guest.
+ * idle-watch: how soon every CPU goes back to a deep idle state after the
+ * last I/O, and how much of the next window it spends there, for the
+ * blkqos benchmarks in the QEMU guest.
  *
- *   idle-watch DEV IO_CPU WATCH_CPU NR_IOS STATE WINDOW_US
+ *   idle-watch DEV IO_CPU NR_IOS STATE WINDOW_US
  *
- * Issues NR_IOS 4 KiB O_DIRECT reads of DEV one at a time from IO_CPU, notes
- * the time the last one returned, moves itself to WATCH_CPU and polls
- * IO_CPU's cpuidle STATE usage counter until it moves (the first entry into
- * that state), then sleeps out WINDOW_US counted from the last I/O and
- * prints:
+ * Issues NR_IOS 4 KiB O_DIRECT reads of DEV one at a time from IO_CPU,
+ * notes when the last one returned and, still on IO_CPU (so that no CPU
+ * is woken to read them), each CPU's cpuidle STATE time; sleeps until
+ * WINDOW_US after the last I/O, wakes each CPU in turn to read its STATE
+ * time, and prints, for every CPU N:
  *
- *   first_us=<last I/O -> first entry, or -1 if none within 50 ms>
- *   pct=<share of the window IO_CPU spent in STATE, per cent>
+ *   cpuN_pct=<share of the window CPU N spent in STATE, per cent>
+ *   cpuN_first_us=<last I/O -> CPU N's first STATE entry, -1 if none>
  *
- * Doing the I/O itself is what makes "after the last I/O" exact: a separate
- * program could only start watching after fio has exited.
+ * The first entry comes from the test idle driver (debugfs
+ * blkqos_test/first_deep), which stamps it when the CPU enters the state:
+ * nothing has to poll for it and keep a CPU awake.
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
-#define POLL_LIMIT_NS 50000000LL
+#define MAX_CPUS 8
+#define FIRST_DEEP "/sys/kernel/debug/blkqos_test/first_deep"
 
 static long long now_ns(void)
 {
@@ -60,48 +64,71 @@ static long long read_num(int fd)
 	return atoll(buf);
 }
 
-static int open_attr(int cpu, int state, const char *attr)
+/* the state's time file of each CPU that has one; returns how many */
+static int open_times(int state, int *fds)
 {
 	char path[128];
-	int fd;
+	int cpu;
 
-	snprintf(path, sizeof(path),
-		 "/sys/devices/system/cpu/cpu%d/cpuidle/state%d/%s",
-		 cpu, state, attr);
-	fd = open(path, O_RDONLY);
-	if (fd < 0) {
-		perror(path);
-		exit(1);
+	for (cpu = 0; cpu < MAX_CPUS; cpu++) {
+		snprintf(path, sizeof(path),
+			 "/sys/devices/system/cpu/cpu%d/cpuidle/state%d/time",
+			 cpu, state);
+		fds[cpu] = open(path, O_RDONLY);
+		if (fds[cpu] < 0)
+			break;
 	}
-	return fd;
+	return cpu;
+}
+
+/* "cpuN <us>" lines of the test driver, -1 where it has none */
+static void read_first(long long *first, int ncpu)
+{
+	char line[64];
+	FILE *f = fopen(FIRST_DEEP, "r");
+	int cpu;
+	long long us;
+
+	for (cpu = 0; cpu < ncpu; cpu++)
+		first[cpu] = -1;
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "cpu%d %lld", &cpu, &us) == 2 &&
+		    cpu >= 0 && cpu < ncpu)
+			first[cpu] = us;
+	fclose(f);
 }
 
 int main(int argc, char **argv)
 {
-	int io_cpu, watch_cpu, nr, state, dev, usage_fd, time_fd, i;
-	long long window_ns, t_last, t_first = -1, usage0, time0, time1;
+	int io_cpu, nr, state, dev, ncpu, cpu, i;
+	int fds[MAX_CPUS];
+	long long window_ns, t_last, t0[MAX_CPUS], t1[MAX_CPUS], first[MAX_CPUS];
 	unsigned long long lcg = 12345;
 	struct timespec end;
 	void *buf;
 
-	if (argc != 7) {
+	if (argc != 6) {
 		fprintf(stderr,
-			"usage: idle-watch DEV IO_CPU WATCH_CPU NR_IOS STATE WINDOW_US\n");
+			"usage: idle-watch DEV IO_CPU NR_IOS STATE WINDOW_US\n");
 		return 2;
 	}
 	io_cpu = atoi(argv[2]);
-	watch_cpu = atoi(argv[3]);
-	nr = atoi(argv[4]);
-	state = atoi(argv[5]);
-	window_ns = atoll(argv[6]) * 1000LL;
+	nr = atoi(argv[3]);
+	state = atoi(argv[4]);
+	window_ns = atoll(argv[5]) * 1000LL;
 
 	dev = open(argv[1], O_RDONLY | O_DIRECT);
 	if (dev < 0 || posix_memalign(&buf, 4096, 4096)) {
 		perror(argv[1]);
 		return 1;
 	}
-	usage_fd = open_attr(io_cpu, state, "usage");
-	time_fd = open_attr(io_cpu, state, "time");
+	ncpu = open_times(state, fds);
+	if (!ncpu) {
+		fprintf(stderr, "idle-watch: no cpuidle state%d\n", state);
+		return 1;
+	}
 
 	pin(io_cpu);
 	for (i = 0; i < nr; i++) {
@@ -112,21 +139,24 @@ int main(int argc, char **argv)
 		}
 	}
 	t_last = now_ns();
-	/* still running on IO_CPU, so it cannot have gone idle yet */
-	usage0 = read_num(usage_fd);
-	time0 = read_num(time_fd);
-	pin(watch_cpu);
-	while (now_ns() - t_last < POLL_LIMIT_NS) {
-		if (read_num(usage_fd) != usage0) {
-			t_first = now_ns() - t_last;
-			break;
-		}
-	}
+	for (cpu = 0; cpu < ncpu; cpu++)
+		t0[cpu] = read_num(fds[cpu]);
 	end.tv_sec = (t_last + window_ns) / 1000000000LL;
 	end.tv_nsec = (t_last + window_ns) % 1000000000LL;
 	clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &end, NULL);
-	time1 = read_num(time_fd);
-	printf("first_us=%lld pct=%.1f\n", t_first < 0 ? -1 : t_first / 1000,
-	       (time1 - time0) * 100000.0 / window_ns);
+	read_first(first, ncpu);
+	/*
+	 * A CPU's state time grows when it leaves the state: run on each CPU
+	 * in turn, which wakes it, before reading its time.
+	 */
+	for (cpu = 0; cpu < ncpu; cpu++) {
+		pin(cpu);
+		t1[cpu] = read_num(fds[cpu]);
+	}
+	for (cpu = 0; cpu < ncpu; cpu++)
+		printf("%scpu%d_pct=%.1f cpu%d_first_us=%lld", cpu ? " " : "",
+		       cpu, (t1[cpu] - t0[cpu]) * 100000.0 / window_ns,
+		       cpu, first[cpu]);
+	printf("\n");
 	return 0;
 }
