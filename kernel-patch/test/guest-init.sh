@@ -715,7 +715,7 @@ clock_cost() {
 }
 
 # the real NVMe topology (QEMU-emulated controllers, multipath, md, dm)
-. /etc/guest-nvme.sh
+[ ! -r /etc/guest-nvme.sh ] || . /etc/guest-nvme.sh
 if [ "$ONLY" = nvme ]; then
 	check_nvme
 	echo BLKQOS-DONE
