@@ -1,27 +1,31 @@
 #!/usr/bin/env python3
-"""What the latency lease costs and buys, measured in the QEMU guest.
+"""What the latency lease costs and buys, beside its peers, in the QEMU guest.
 
 Usage: bench/kernel.py [--json FILE] [--parse-only]
 
-Runs `kernel-patch/test/run --bench` (the harness's non-debug kernels,
-CONFIG_CPU_LATENCY_LEASE=y and =n, booted under TCG with -icount shift=0 so that
-guest time is instruction count: repeatable to ~0.1%), then reads the
-BLKQOS-MEASURE lines of the two console logs:
+Runs `kernel-patch/test/run --bench`: three non-debug kernels booted under
+TCG with -icount shift=0 (guest time is instruction count, so a run
+repeats): the lease kernel (CONFIG_CPU_LATENCY_LEASE=y), the same kernel
+without it, and the PSD model kernel (kernel-patch/test/psd/). It then
+reads the BLKQOS-MEASURE lines of their console logs:
 
   hotpath  null_blk irqmode 0 (inline) and 1 (softirq), fio psync QD1 4k
-           random reads: PSD=n, knob off, knob on (10 us)
-  lat      null_blk irqmode 2 (timer) with 20 and 50 us completions, libaio
-           (and 1 ms, beyond the deep state's target residency), libaio
-           QD1 and QD4: baseline (deep state allowed, knob off), floor (deep
-           state disabled on every CPU), knob 10 us and 0 us (3 ms timeout),
-           under menu and teo
-  power    after the last of 200 reads: time to the first deep-state entry
-           and the deep state's share of the next second (idle-watch.c),
-           three runs each (the median is reported)
+           random reads: lease=n, knob off, knob on (10 us), PSD model
+  lat      null_blk irqmode 2 completing on CPU0 while fio submits on
+           CPU1; blk-mq sends each completion to CPU1 by IPI, so CPU1's
+           governor cannot see it coming. Completion 20, 50, 100, 200 us,
+           spread uniformly over +/- 50 % (and 50 us fixed, to show what
+           a fixed delay lets menu learn); libaio QD1 and QD4; menu and
+           teo; every peer: baseline, floor, dma, resume, knob10, knob0,
+           auto, psd (see guest-init.sh peer_on); p50/p99/p99.9/max, IOPS,
+           the deep state's share of each CPU's time while fio ran
+  power    after the last of 200 QD1 reads: each CPU's deep share of the
+           next second and its first deep entry, BENCH_REPS runs each
 
 --parse-only reads the logs of an earlier run. Environment:
 BLKQOS_KERNEL_CACHE (logs), BLKQOS_BENCH_IOS (I/Os per latency point,
-default 2000), BLKQOS_HOTPATH_IOS (default 100000).
+default 2000), BLKQOS_BENCH_REPS (power runs per point, default 5),
+BLKQOS_HOTPATH_IOS (default 100000).
 """
 import argparse
 import json
@@ -34,6 +38,8 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CACHE = os.environ.get("BLKQOS_KERNEL_CACHE", "/var/cache/blkqos-kernel")
 MEASURE = re.compile(r"^BLKQOS-MEASURE (\S+) (.*)$")
+TEXT = ("variant", "gov", "cfg")
+PEERS = ["baseline", "floor", "dma", "resume", "psd", "knob10", "knob0", "auto"]
 
 
 def num(v):
@@ -59,50 +65,108 @@ def parse(path):
                 elif kind == "hotpath":  # iops,clat_mean_us,p99_us,max_us
                     iops, mean, p99, mx = word.split(",")
                     fields.update(iops=iops, mean=mean, p99=p99, max=mx)
-            out.append((kind, {k: (v if k in ("variant", "gov", "cfg") else num(v)) for k, v in fields.items()}))
+            out.append((kind, {k: (v if k in TEXT else num(v)) for k, v in fields.items()}))
     return out
+
+
+def spread_of(values):
+    values = sorted(values)
+    return {"median": statistics.median(values), "min": values[0], "max": values[-1],
+            "n": len(values)}
 
 
 def collect():
     records = []
-    for mode in ("psd", "nopsd"):
+    for mode in ("psd", "nopsd", "psdmodel"):
         records += parse(os.path.join(CACHE, f"console-bench-{mode}.log"))
     result = {"hotpath": [], "latency": [], "power": []}
+    runs = []
     for kind, f in records:
         if kind == "hotpath":
             result["hotpath"].append(f)
         elif kind == "lat":
+            # the deep state's share of each CPU's time while fio ran
+            secs = f["ios"] / f["iops"] if f["iops"] else 0
+            for cpu in (0, 1):
+                f[f"deep{cpu}_pct"] = round(f[f"deep{cpu}_us"] / (secs * 1e4), 2) if secs else 0
             result["latency"].append(f)
         elif kind == "power":
-            result["power"].append(f)
+            runs.append(f)
     ratios = {}
     for irq in sorted({h["irq"] for h in result["hotpath"]}):
         by = {h["variant"]: h for h in result["hotpath"] if h["irq"] == irq}
-        if {"nopsd", "off", "on"} <= by.keys():
-            base = by["nopsd"]
-            ratios[f"irq{irq}"] = {
-                v: {
-                    "iops": round(by[v]["iops"] / base["iops"], 4),
-                    # lower latency is better: report base/variant so 1.0 = free
-                    "clat": round(base["mean"] / by[v]["mean"], 4),
-                }
-                for v in ("off", "on")
-            }
+        if "nopsd" not in by:
+            continue
+        base = by["nopsd"]
+        # lower latency is better: base/variant, so 1.0 = free
+        ratios[f"irq{irq}"] = {
+            v: {"iops": round(by[v]["iops"] / base["iops"], 4),
+                "clat": round(base["mean"] / by[v]["mean"], 4)}
+            for v in ("off", "on", "psdmodel") if v in by
+        }
     result["hotpath_ratios"] = ratios
-    # one second after the I/O varies with the governors' history: median of the runs
-    runs = result.pop("power")
     result["power_runs"] = runs
-    result["power"] = []
-    for key in sorted({(r["gov"], r["cnsec"], r["cfg"]) for r in runs}):
-        reps = [r for r in runs if (r["gov"], r["cnsec"], r["cfg"]) == key]
-        firsts = [r["first_us"] for r in reps if r["first_us"] >= 0]
-        result["power"].append({
-            "gov": key[0], "cnsec": key[1], "cfg": key[2], "runs": len(reps),
-            "pct": statistics.median(r["pct"] for r in reps),
-            "first_us": statistics.median(firsts) if firsts else -1,
-            "first_found": len(firsts),
-        })
+    for key in sorted({(r["gov"], r["cus"], r["spread"], r["cfg"]) for r in runs}):
+        reps = [r for r in runs if (r["gov"], r["cus"], r["spread"], r["cfg"]) == key]
+        row = dict(zip(("gov", "cus", "spread", "cfg"), key))
+        for cpu in (0, 1):
+            row[f"cpu{cpu}_pct"] = spread_of([r[f"cpu{cpu}_pct"] for r in reps])
+            firsts = [r[f"cpu{cpu}_first_us"] for r in reps if r[f"cpu{cpu}_first_us"] >= 0]
+            row[f"cpu{cpu}_first_us"] = spread_of(firsts) if firsts else None
+        result["power"].append(row)
+    result["targets"] = targets(result)
     return result
+
+
+def find(rows, **want):
+    for r in rows:
+        if all(r.get(k) == v for k, v in want.items()):
+            return r
+    return None
+
+
+def targets(r):
+    """The issue's targets, computed (reported, never asserted)."""
+    lat, power = r["latency"], r["power"]
+    out = {"phenomenon": [], "latency_bought": [], "power_kept": [], "vs_psd": []}
+    points = sorted({(p["gov"], p["cus"], p["spread"], p["qd"]) for p in lat})
+    for gov, cus, spread, qd in points:
+        floor = find(lat, gov=gov, cus=cus, spread=spread, qd=qd, cfg="floor")
+        if not floor or not floor["p99"]:
+            continue
+        def rel(cfg):
+            p = find(lat, gov=gov, cus=cus, spread=spread, qd=qd, cfg=cfg)
+            return round(p["p99"] / floor["p99"], 3) if p else None
+        where = {"gov": gov, "cus": cus, "spread": spread, "qd": qd}
+        if cus == 50:
+            out["phenomenon"].append({**where, "baseline_p99_over_floor": rel("baseline"),
+                                      "met": (rel("baseline") or 0) >= 1.3})
+        for cfg in ("knob10", "auto"):
+            out["latency_bought"].append({**where, "cfg": cfg, "p99_over_floor": rel(cfg),
+                                          "met": rel(cfg) is not None and rel(cfg) <= 1.05})
+        psd = find(lat, gov=gov, cus=cus, spread=spread, qd=qd, cfg="psd")
+        if psd:
+            for cfg in ("knob10", "knob0", "auto"):
+                p = find(lat, gov=gov, cus=cus, spread=spread, qd=qd, cfg=cfg)
+                if p:
+                    out["vs_psd"].append({**where, "cfg": cfg, "p99": p["p99"], "psd_p99": psd["p99"],
+                                          "met": p["p99"] <= psd["p99"]})
+    for row in power:
+        if row["cfg"] == "baseline":
+            continue
+        base = find(power, gov=row["gov"], cus=row["cus"], spread=row["spread"], cfg="baseline")
+        if not base:
+            continue
+        for cpu in (0, 1):
+            b = base[f"cpu{cpu}_pct"]
+            v = row[f"cpu{cpu}_pct"]
+            out["power_kept"].append({
+                "gov": row["gov"], "cus": row["cus"], "spread": row["spread"], "cfg": row["cfg"],
+                "cpu": cpu, "pct": v["median"], "baseline_pct": b["median"],
+                "baseline_range": [b["min"], b["max"]],
+                "ratio": round(v["median"] / b["median"], 3) if b["median"] else None,
+            })
+    return out
 
 
 def main():

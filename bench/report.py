@@ -3,7 +3,8 @@
 draw the plot and print the README tables.
 
 Usage: bench/report.py CLI.json KERNEL.json OUT_PREFIX
-Writes OUT_PREFIX.json, OUT_PREFIX.png and OUT_PREFIX.svg; prints Markdown.
+Writes OUT_PREFIX.json, OUT_PREFIX.{png,svg} (latency bought against power
+kept, per peer) and OUT_PREFIX-cost.{png,svg}; prints Markdown.
 Either input may be an earlier results file (its "cli" or "kernel" part).
 """
 import datetime
@@ -17,10 +18,13 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-CFGS = ["baseline", "floor", "limit10", "limit0"]
-LABEL = {"baseline": "deep allowed, knob off", "floor": "deep disabled (C-states off)",
-         "limit10": "knob 10 us", "limit0": "knob 0 us"}
-COLOR = {"baseline": "#999999", "floor": "#1f77b4", "limit10": "#2ca02c", "limit0": "#ff7f0e"}
+PEERS = ["baseline", "floor", "dma", "resume", "psd", "knob10", "knob0", "auto"]
+LABEL = {"baseline": "deep allowed", "floor": "C-states off", "dma": "cpu_dma_latency (TuneD)",
+         "resume": "per-CPU resume latency", "psd": "PSD model", "knob10": "knob 10 us",
+         "knob0": "knob 0 us", "auto": "knob auto"}
+COLOR = {"baseline": "#999999", "floor": "#1f77b4", "dma": "#9467bd", "resume": "#8c564b",
+         "psd": "#d62728", "knob10": "#2ca02c", "knob0": "#ff7f0e", "auto": "#17becf"}
+MARK = {("menu", 1): "o", ("menu", 4): "s", ("teo", 1): "^", ("teo", 4): "D"}
 
 
 def machine():
@@ -32,11 +36,7 @@ def machine():
         pass
     return {"host_cpu": cpu, "nproc": os.cpu_count(), "host_kernel": platform.release(),
             "guest": "QEMU TCG -icount shift=0,sleep=off, 2 vCPUs, blkqos test idle driver "
-                     "(POLL, C1 2 us, DEEP 150 us exit / 600 us residency)"}
-
-
-def lat_points(k):
-    return sorted({(p["gov"], p["cnsec"], p["qd"]) for p in k["latency"]})
+                     "(POLL, C1 2 us, DEEP 150 us exit / 600 us residency), HZ=250"}
 
 
 def find(rows, **want):
@@ -46,44 +46,87 @@ def find(rows, **want):
     return None
 
 
+def lat_points(k):
+    return sorted({(p["gov"], p["cus"], p["spread"], p["qd"]) for p in k["latency"]},
+                  key=lambda t: (t[0], -t[2], t[1], t[3]))
+
+
+def completion(cus, spread):
+    return f"{cus} us ±{spread}%" if spread else f"{cus} us fixed"
+
+
+def pct_of(row, cpu):
+    v = row[f"cpu{cpu}_pct"]
+    return v["median"]
+
+
 def tables(cli, k):
     out = []
-    out.append("Hot path (null_blk, fio psync QD1 4k random reads, "
-               f"{k['hotpath'][0].get('ios', 'fixed')} I/Os; ratio to the option off, 1.0 = free):\n")
-    out.append("| completion | PSD=n IOPS | PSD=n mean | knob off IOPS / latency ratio | knob on IOPS / latency ratio |")
-    out.append("|---|---:|---:|---:|---:|")
+    out.append("Hot path (null_blk, fio psync QD1 4k random reads on the CPU that completes them, "
+               f"{k['hotpath'][0].get('ios', 'fixed')} I/Os; mean latency of the kernel without the lease "
+               "over this mean latency, 1.0 = free):\n")
+    out.append("| completion | lease=n IOPS | lease=n mean | knob off | knob on (10 us) | PSD model |")
+    out.append("|---|---:|---:|---:|---:|---:|")
     for irq, name in ((0, "inline (irqmode 0)"), (1, "softirq (irqmode 1)")):
         base = find(k["hotpath"], irq=irq, variant="nopsd")
-        r = k["hotpath_ratios"].get(f"irq{irq}")
-        if base and r:
-            out.append(f"| {name} | {base['iops']} | {base['mean']:.3f} us | "
-                       f"{r['off']['iops']:.4f} / {r['off']['clat']:.4f} | {r['on']['iops']:.4f} / {r['on']['clat']:.4f} |")
-    out.append("\nLatency bought (null_blk timer completions, libaio 4k random reads on one CPU; "
-               "latencies in us; p99 vs floor in the last column):\n")
-    out.append("| governor | completion | QD | configuration | IOPS | mean | p99 | p99.9 | max | p99 / floor p99 |")
-    out.append("|---|---:|---:|---|---:|---:|---:|---:|---:|---:|")
-    for gov, cns, qd in lat_points(k):
-        floor = find(k["latency"], gov=gov, cnsec=cns, qd=qd, cfg="floor")
-        for cfg in CFGS:
-            p = find(k["latency"], gov=gov, cnsec=cns, qd=qd, cfg=cfg)
+        r = k["hotpath_ratios"].get(f"irq{irq}", {})
+        if base:
+            cells = [f"{r[v]['clat']:.4f}" if v in r else "-" for v in ("off", "on", "psdmodel")]
+            out.append(f"| {name} | {base['iops']} | {base['mean']:.3f} us | " + " | ".join(cells) + " |")
+    peers = [c for c in PEERS if any(p["cfg"] == c for p in k["latency"])]
+    for metric, title in (("p99", "p99"), ("max", "maximum")):
+        out.append(f"\n{title[0].upper() + title[1:]} completion latency in us (in brackets: over the "
+                   "C-states-off figure of the same row); fio libaio 4k random reads on CPU1, "
+                   "completions on CPU0 sent to CPU1 by IPI:\n")
+        out.append("| governor | completion | QD | " + " | ".join(LABEL[c] for c in peers) + " |")
+        out.append("|---|---|---:|" + "---:|" * len(peers))
+        for gov, cus, spread, qd in lat_points(k):
+            floor = find(k["latency"], gov=gov, cus=cus, spread=spread, qd=qd, cfg="floor")
+            cells = []
+            for c in peers:
+                p = find(k["latency"], gov=gov, cus=cus, spread=spread, qd=qd, cfg=c)
+                if not p:
+                    cells.append("-")
+                elif floor and floor[metric] and c != "floor":
+                    cells.append(f"{p[metric]} ({p[metric] / floor[metric]:.2f})")
+                else:
+                    cells.append(f"{p[metric]}")
+            out.append(f"| {gov} | {completion(cus, spread)} | {qd} | " + " | ".join(cells) + " |")
+    out.append("\nDeep state's share of CPU0 / CPU1 time while fio ran (QD1, %):\n")
+    out.append("| governor | completion | " + " | ".join(LABEL[c] for c in peers) + " |")
+    out.append("|---|---|" + "---:|" * len(peers))
+    for gov, cus, spread, qd in lat_points(k):
+        if qd != 1:
+            continue
+        cells = []
+        for c in peers:
+            p = find(k["latency"], gov=gov, cus=cus, spread=spread, qd=qd, cfg=c)
+            cells.append(f"{p['deep0_pct']:.0f} / {p['deep1_pct']:.0f}" if p else "-")
+        out.append(f"| {gov} | {completion(cus, spread)} | " + " | ".join(cells) + " |")
+    reps = max((r["cpu0_pct"]["n"] for r in k["power"]), default=0)
+    out.append(f"\nPower kept: deep state's share of the second after the last of 200 QD1 reads, CPU0 / CPU1 "
+               f"(median of {reps} runs, %; baseline with its min-max), and each CPU's first deep entry "
+               "after the last I/O (median, ms):\n")
+    out.append("| governor | completion | " + " | ".join(LABEL[c] for c in peers) + " | first deep entry: baseline | knob 10 us | auto |")
+    out.append("|---|---|" + "---:|" * (len(peers) + 3))
+    for gov, cus, spread in sorted({(p["gov"], p["cus"], p["spread"]) for p in k["power"]},
+                                   key=lambda t: (t[0], -t[2], t[1])):
+        cells = []
+        for c in peers:
+            p = find(k["power"], gov=gov, cus=cus, spread=spread, cfg=c)
             if not p:
+                cells.append("-")
                 continue
-            rel = f"{p['p99'] / floor['p99']:.2f}" if floor and floor["p99"] else "-"
-            out.append(f"| {gov} | {cns // 1000} us | {qd} | {LABEL[cfg]} | {p['iops']} | {p['mean']:.1f} | "
-                       f"{p['p99']} | {p['p999']} | {p['max']} | {rel} |")
-    out.append("\nPower kept (after the last of 200 QD1 reads: time to the first deep-state entry, "
-               "and the deep state's share of the following second on the I/O CPU):\n")
-    out.append("| governor | completion | configuration | first deep entry | deep residency | vs baseline |")
-    out.append("|---|---:|---|---:|---:|---:|")
-    for gov, cns in sorted({(p["gov"], p["cnsec"]) for p in k["power"]}):
-        base = find(k["power"], gov=gov, cnsec=cns, cfg="baseline")
-        for cfg in CFGS:
-            p = find(k["power"], gov=gov, cnsec=cns, cfg=cfg)
-            if not p:
-                continue
-            first = "never (within 50 ms)" if p["first_us"] < 0 else f"{p['first_us'] / 1000:.2f} ms"
-            rel = f"{p['pct'] / base['pct']:.3f}" if base and base["pct"] else "-"
-            out.append(f"| {gov} | {cns // 1000} us | {LABEL[cfg]} | {first} | {p['pct']:.1f}% | {rel} |")
+            cell = f"{pct_of(p, 0):.1f} / {pct_of(p, 1):.1f}"
+            if c == "baseline":
+                cell += (f" ({p['cpu0_pct']['min']:.1f}-{p['cpu0_pct']['max']:.1f} / "
+                         f"{p['cpu1_pct']['min']:.1f}-{p['cpu1_pct']['max']:.1f})")
+            cells.append(cell)
+        for c in ("baseline", "knob10", "auto"):
+            p = find(k["power"], gov=gov, cus=cus, spread=spread, cfg=c)
+            f = [p and p[f"cpu{cpu}_first_us"] for cpu in (0, 1)]
+            cells.append(" / ".join(f"{x['median'] / 1000:.1f}" if x else "none" for x in f) if p else "-")
+        out.append(f"| {gov} | {completion(cus, spread)} | " + " | ".join(cells) + " |")
     out.append("\nThe command (fake trees of N NVMe disks on tmpfs; median wall, max peak RSS; "
                f"starting any process costs {cli['process_start_ms']:.1f} ms in this measurement):\n")
     out.append("| disks | apply (writes) | apply (no-op) | floor: sh loop | apply / floor | udev event (add) | udev RSS | restore |")
@@ -97,46 +140,63 @@ def tables(cli, k):
     return "\n".join(out)
 
 
-def plot(cli, k, prefix):
-    fig, ax = plt.subplots(2, 2, figsize=(13, 9))
-    # p99 per point and configuration
-    pts = lat_points(k)
-    a = ax[0][0]
-    w = 0.2
-    for i, cfg in enumerate(CFGS):
-        ys = [(find(k["latency"], gov=g, cnsec=c, qd=q, cfg=cfg) or {}).get("p99", 0) for g, c, q in pts]
-        a.bar([x + (i - 1.5) * w for x in range(len(pts))], ys, w, label=LABEL[cfg], color=COLOR[cfg])
-    a.set_xticks(range(len(pts)), [f"{g}\n{c // 1000}us\nQD{q}" for g, c, q in pts], fontsize=7)
-    a.set_ylabel("p99 completion latency (us)")
-    a.set_title("Latency bought: p99")
-    a.legend(fontsize=7)
-    # deep residency after the I/O
-    a = ax[0][1]
-    ppts = sorted({(p["gov"], p["cnsec"]) for p in k["power"]})
-    for i, cfg in enumerate(CFGS):
-        ys = [(find(k["power"], gov=g, cnsec=c, cfg=cfg) or {}).get("pct", 0) for g, c in ppts]
-        a.bar([x + (i - 1.5) * w for x in range(len(ppts))], ys, w, label=LABEL[cfg], color=COLOR[cfg])
-    a.set_xticks(range(len(ppts)), [f"{g} {c // 1000}us" for g, c in ppts], fontsize=8)
-    a.set_ylabel("deep-state residency, 1 s after the last I/O (%)")
-    a.set_title("Power kept")
-    # hot path: latency ratio (ns-exact under icount; fio's IOPS has 1 ms runtime resolution)
-    a = ax[1][0]
-    labels, vals, colors = [], [], []
+def plot_peers(k, prefix):
+    """One point per configuration: p99 over the C-states-off p99 against
+    deep residency, during the I/O (top) and in the second after it
+    (bottom); one column per completion time (spread +/- 50 %)."""
+    cols = sorted({p["cus"] for p in k["latency"] if p["spread"]})
+    fig, ax = plt.subplots(2, len(cols), figsize=(4.2 * len(cols), 8.5), squeeze=False, sharey=True)
+    for j, cus in enumerate(cols):
+        for i, where in enumerate(("during the I/O", "in the second after")):
+            a = ax[i][j]
+            for (gov, qd), marker in MARK.items():
+                spread = max(p["spread"] for p in k["latency"] if p["cus"] == cus)
+                floor = find(k["latency"], gov=gov, cus=cus, spread=spread, qd=qd, cfg="floor")
+                for c in PEERS:
+                    p = find(k["latency"], gov=gov, cus=cus, spread=spread, qd=qd, cfg=c)
+                    if not p or not floor:
+                        continue
+                    if i == 0:
+                        x = (p["deep0_pct"] + p["deep1_pct"]) / 2
+                    else:
+                        w = find(k["power"], gov=gov, cus=cus, spread=spread, cfg=c)
+                        if not w:
+                            continue
+                        x = (pct_of(w, 0) + pct_of(w, 1)) / 2
+                    a.scatter(x, p["p99"] / floor["p99"], marker=marker, color=COLOR[c], s=36,
+                              label=f"{LABEL[c]}" if (gov, qd) == ("menu", 1) else None)
+            a.axhline(1.0, color="#1f77b4", lw=0.6, ls=":")
+            a.axhline(1.05, color="#2ca02c", lw=0.6, ls="--")
+            a.set_title(f"{cus} us ±{spread}%: deep share {where}", fontsize=9)
+            a.set_xlabel("deep-state residency of CPU0+CPU1 (%)", fontsize=8)
+            if j == 0:
+                a.set_ylabel("p99 / C-states-off p99", fontsize=8)
+    handles, labels = ax[0][0].get_legend_handles_labels()
+    from matplotlib.lines import Line2D
+    handles += [Line2D([], [], marker=m, ls="", color="k", label=f"{g} QD{q}") for (g, q), m in MARK.items()]
+    fig.legend(handles=handles, loc="lower center", ncol=6, fontsize=8)
+    fig.suptitle("Latency bought against power kept, one point per configuration (" +
+                 datetime.date.today().isoformat() + ")")
+    fig.tight_layout(rect=(0, 0.07, 1, 0.97))
+    fig.savefig(prefix + ".png", dpi=80)
+    fig.savefig(prefix + ".svg")
+
+
+def plot_cost(cli, k, prefix):
+    fig, ax = plt.subplots(1, 2, figsize=(12, 4.5))
+    a = ax[0]
+    labels, vals = [], []
     for irq, r in sorted(k["hotpath_ratios"].items()):
-        for v, target in (("off", 0.999), ("on", 0.998)):
-            labels.append(f"{irq} knob {v}")
-            vals.append(r[v]["clat"])
-            colors.append("#2ca02c" if r[v]["clat"] >= target else "#d62728")
-    a.bar(range(len(vals)), vals, color=colors)
-    a.axhline(0.999, ls="--", color="#555", lw=0.8, label="targets 0.999 (off) / 0.998 (on)")
-    a.axhline(0.998, ls=":", color="#555", lw=0.8)
+        for v in ("off", "on", "psdmodel"):
+            if v in r:
+                labels.append(f"{irq} {'PSD' if v == 'psdmodel' else 'knob ' + v}")
+                vals.append(r[v]["clat"])
+    a.bar(range(len(vals)), vals, color="#2ca02c")
     a.set_ylim(min(vals + [0.99]) - 0.002, 1.002)
     a.set_xticks(range(len(vals)), labels, fontsize=8)
-    a.set_ylabel("PSD=n mean latency / this mean latency")
+    a.set_ylabel("lease=n mean latency / this mean latency")
     a.set_title("Hot-path cost (1.0 = free)")
-    a.legend(fontsize=7)
-    # command cost
-    a = ax[1][1]
+    a = ax[1]
     sizes = sorted(cli["sizes"], key=int)
     xs = [int(n) for n in sizes]
     for name, style in (("apply (writes)", "o-"), ("apply (no-op)", "s-"),
@@ -148,10 +208,9 @@ def plot(cli, k, prefix):
     a.set_ylabel("wall time (ms)")
     a.set_title("The command")
     a.legend(fontsize=7)
-    fig.suptitle("blkqos benchmarks (" + datetime.date.today().isoformat() + ")")
     fig.tight_layout()
-    fig.savefig(prefix + ".png", dpi=90)
-    fig.savefig(prefix + ".svg")
+    fig.savefig(prefix + "-cost.png", dpi=80)
+    fig.savefig(prefix + "-cost.svg")
 
 
 def main():
@@ -169,7 +228,8 @@ def main():
     result = {"date": datetime.date.today().isoformat(), "machine": machine(), "cli": cli, "kernel": k}
     with open(prefix + ".json", "w") as f:
         json.dump(result, f, indent=1)
-    plot(cli, k, prefix)
+    plot_peers(k, prefix)
+    plot_cost(cli, k, prefix)
     print(tables(cli, k))
     return 0
 
