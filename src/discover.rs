@@ -238,7 +238,7 @@ pub fn scan_around_with(sysfs: &Sysfs, roots: &[String], detail: Detail) -> Inve
         }
         let mut next = sysfs.list(&format!("{base}/slaves"));
         next.extend(sysfs.list(&format!("{base}/holders")));
-        next.extend(sysfs.list(&format!("{base}/multipath")));
+        next.extend(nvme_paths(sysfs, &name));
         for entry in sysfs.list(&base) {
             if sysfs.exists(&format!("{base}/{entry}/partition")) {
                 next.extend(sysfs.list(&format!("{base}/{entry}/holders")));
@@ -286,18 +286,66 @@ fn disk_of(sysfs: &Sysfs, name: &str, partitions: &mut BTreeMap<String, String>)
     }
 }
 
-/// The multipath head a hidden path disk `nvme<S>c<C>n<N>` serves: its
-/// head's `multipath/` lists it; the path has no link back.
+/// The multipath head a hidden path disk `nvme<S>c<C>n<N>` serves,
+/// `nvme<S>n<N>`, if that head exists and reaches the path (see
+/// [`nvme_paths`]); the path has no link back.
 fn nvme_head_of(sysfs: &Sysfs, name: &str) -> Option<String> {
     if !is_nvme_path_name(name) {
         return None;
     }
     let (subsys, rest) = name.strip_prefix("nvme")?.split_once('c')?;
-    let ns = rest.split_once('n')?.1;
+    let (ctrl, ns) = rest.split_once('n')?;
     let head = format!("nvme{subsys}n{ns}");
+    (sysfs.exists(&format!("block/{head}/multipath/{name}"))
+        || sysfs.exists(&format!("block/{head}/device/nvme{ctrl}/{name}")))
+    .then_some(head)
+}
+
+/// The hidden path disks of an NVMe multipath head `nvme<S>n<N>`; empty
+/// for any other disk. Linux 6.14 and later link them in the head's
+/// `multipath/`. Before that (6.12 included) nothing links a head to its
+/// paths: the head's `device` is its subsystem, which links each of its
+/// controllers (`nvme<C>`), and path `nvme<S>c<C>n<N>` sits in controller
+/// `nvme<C>`'s directory.
+fn nvme_paths(sysfs: &Sysfs, name: &str) -> Vec<String> {
+    let Some((subsys, ns)) = nvme_head_name(name) else {
+        return Vec::new();
+    };
+    let base = format!("block/{name}");
+    let linked = sysfs.list(&format!("{base}/multipath"));
+    if !linked.is_empty() {
+        return linked;
+    }
+    let subsystem = format!("{base}/device");
+    if !sysfs
+        .resolve(&subsystem)
+        .is_ok_and(|p| p.split('/').any(|c| c == "nvme-subsystem"))
+    {
+        return Vec::new();
+    }
     sysfs
-        .exists(&format!("block/{head}/multipath/{name}"))
-        .then_some(head)
+        .list(&subsystem)
+        .into_iter()
+        .filter_map(|c| {
+            let ctrl = c.strip_prefix("nvme")?;
+            if ctrl.is_empty() || !ctrl.bytes().all(|b| b.is_ascii_digit()) {
+                return None;
+            }
+            let path = format!("nvme{subsys}c{ctrl}n{ns}");
+            sysfs
+                .exists(&format!("{subsystem}/{c}/{path}"))
+                .then_some(path)
+        })
+        .collect()
+}
+
+/// `nvme<S>n<N>` -> (S, N).
+fn nvme_head_name(name: &str) -> Option<(&str, &str)> {
+    let (subsys, ns) = name.strip_prefix("nvme")?.split_once('n')?;
+    [subsys, ns]
+        .iter()
+        .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+        .then_some((subsys, ns))
 }
 
 /// What a scan found out before reading each disk.
@@ -533,7 +581,11 @@ fn read_device(
         hw_queues: queues.len(),
         slaves: sysfs.list(&format!("{base}/slaves")),
         holders: sysfs.list(&format!("{base}/holders")),
-        paths: sysfs.list(&format!("{base}/multipath")),
+        paths: if kind == Kind::NvmeHead {
+            nvme_paths(sysfs, name)
+        } else {
+            Vec::new()
+        },
         head: None,
         abi: Abi::probe(sysfs, name),
         targets: Vec::new(),

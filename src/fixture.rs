@@ -4,7 +4,12 @@
 //! Real directories live under `devices/`; `block/` and `class/block/` hold
 //! relative symlinks to them; each disk has a `device` link to its controller
 //! or SCSI device, `queue/`, `holders/`, `slaves/` and, when request-based,
-//! `mq/N/cpu_list`. Panics on I/O errors: it is test scaffolding.
+//! `mq/N/cpu_list`. Links are relative as the kernel makes them (up to the
+//! nearest common directory, `../../nvme0`). Panics on I/O errors: it is
+//! test scaffolding.
+//!
+//! `tests/guest_layout.rs` holds the NVMe, multipath, md and dm parts to the
+//! layout a real 6.12 kernel shows in the QEMU guest of `kernel-patch/test`.
 
 use crate::backend::Abi;
 use std::fs;
@@ -19,6 +24,9 @@ pub const INTEL_IDLE: &[(&str, u64, u64)] = &[
     ("C6", 170, 600),
 ];
 
+/// The test idle driver of `kernel-patch/test` (the QEMU guest's table).
+pub const TEST_IDLE: &[(&str, u64, u64)] = &[("POLL", 0, 0), ("C1", 2, 4), ("DEEP", 150, 600)];
+
 pub struct Fixture {
     root: PathBuf,
     abi: Abi,
@@ -26,6 +34,11 @@ pub struct Fixture {
     minor: u32,
     pci_slot: u32,
     scsi_host: u32,
+    /// NVMe controller number -> its directory.
+    nvme_ctrls: std::collections::BTreeMap<u32, String>,
+    /// Link NVMe multipath heads to their paths in `multipath/` (Linux 6.14
+    /// and later); 6.12 has no such links.
+    multipath_links: bool,
 }
 
 pub struct DiskOpts<'a> {
@@ -75,6 +88,8 @@ impl Fixture {
             minor: 0,
             pci_slot: 2,
             scsi_host: 0,
+            nvme_ctrls: std::collections::BTreeMap::new(),
+            multipath_links: false,
         };
         for dir in [
             "block",
@@ -139,10 +154,34 @@ impl Fixture {
         symlink("/dev/full", &p).unwrap_or_else(|e| panic!("ln {rel}: {e}"));
     }
 
-    /// A relative symlink at `link` (relative to the root) pointing at `target`.
+    /// Lay out NVMe multipath heads as Linux 6.14 and later do, with a
+    /// `multipath/` link to each path; by default they have none, as in 6.12.
+    pub fn set_multipath_links(&mut self, on: bool) {
+        self.multipath_links = on;
+    }
+
+    /// The slot of the next PCI function (`0000:00:<slot>.0`).
+    pub fn set_pci_slot(&mut self, slot: u32) {
+        self.pci_slot = slot;
+    }
+
+    /// A relative symlink at `link` (relative to the root) pointing at
+    /// `target`, as sysfs makes it: up to the nearest directory that holds
+    /// the target's parent, then down (`../../nvme0`, `../devices/...`).
     pub fn link(&self, link: &str, target: &str) {
-        let depth = link.matches('/').count();
-        let rel = format!("{}{target}", "../".repeat(depth));
+        let from: Vec<&str> = link.split('/').collect();
+        let from = &from[..from.len() - 1];
+        let to: Vec<&str> = target.split('/').collect();
+        let common = from
+            .iter()
+            .zip(&to[..to.len() - 1])
+            .take_while(|(a, b)| a == b)
+            .count();
+        let rel = format!(
+            "{}{}",
+            "../".repeat(from.len() - common),
+            to[common..].join("/")
+        );
         let p = self.root.join(link);
         if let Some(parent) = p.parent() {
             fs::create_dir_all(parent)
@@ -244,7 +283,7 @@ impl Fixture {
     }
 
     fn pci(&mut self, driver: &str) -> String {
-        let bdf = format!("0000:{:02x}:00.0", self.pci_slot);
+        let bdf = format!("0000:00:{:02x}.0", self.pci_slot);
         self.pci_slot += 1;
         let dir = format!("devices/pci0000:00/{bdf}");
         self.put(&format!("{dir}/vendor"), "0x144d");
@@ -270,15 +309,45 @@ impl Fixture {
             pci.rsplit('/').next().unwrap_or(""),
         );
         self.link(&format!("{dir}/device"), &pci);
+        self.nvme_ctrls.insert(ctrl, dir.clone());
         dir
+    }
+
+    /// An NVM subsystem device; 6.12 makes one for every controller, named
+    /// after the first controller's number, and links its controllers.
+    fn nvme_subsystem(&mut self, subsys: u32, ctrls: &[u32], model: &str, serial: &str) -> String {
+        let sdir = format!("devices/virtual/nvme-subsystem/nvme-subsys{subsys}");
+        self.put(&format!("{sdir}/model"), &format!("{model:<40}"));
+        self.put(&format!("{sdir}/serial"), &format!("{serial:<20}"));
+        self.put(
+            &format!("{sdir}/subsysnqn"),
+            &format!("nqn.2014.08.org.nvmexpress:{serial}"),
+        );
+        self.put(&format!("{sdir}/iopolicy"), "numa");
+        for c in ctrls {
+            let cdir = self.nvme_ctrls[c].clone();
+            self.link(&format!("{sdir}/nvme{c}"), &cdir);
+        }
+        sdir
     }
 
     /// A PCIe NVMe controller with one namespace (no multipath): `nvme{ctrl}n1`.
     pub fn nvme(&mut self, ctrl: u32, model: &str, serial: &str) -> String {
-        let cdir = self.nvme_ctrl(ctrl, model, serial);
-        let dir = format!("{cdir}/nvme{ctrl}n1");
-        self.put(&format!("{dir}/wwid"), &format!("eui.00253852{ctrl:08x}"));
-        self.put(&format!("{dir}/nsid"), "1");
+        self.nvme_ctrl(ctrl, model, serial);
+        self.nvme_subsystem(ctrl, &[ctrl], model, serial);
+        self.nvme_ns(ctrl, 1)
+    }
+
+    /// Namespace `ns` of plain controller `ctrl` (made by [`Fixture::nvme`]):
+    /// `nvme{ctrl}n{ns}`.
+    pub fn nvme_ns(&mut self, ctrl: u32, ns: u32) -> String {
+        let cdir = self.nvme_ctrls[&ctrl].clone();
+        let dir = format!("{cdir}/nvme{ctrl}n{ns}");
+        self.put(
+            &format!("{dir}/wwid"),
+            &format!("eui.00253852{ctrl:04x}{ns:04x}"),
+        );
+        self.put(&format!("{dir}/nsid"), &ns.to_string());
         self.disk(
             &dir,
             DiskOpts {
@@ -296,8 +365,11 @@ impl Fixture {
     }
 
     /// NVMe native multipath: subsystem `subsys` reached through controllers
-    /// `ctrls`; the head `nvme{subsys}n1` is bio-based and its hidden path
-    /// disks `nvme{subsys}c{ctrl}n1` do the I/O.
+    /// `ctrls` (the kernel numbers a subsystem after its first controller);
+    /// the head `nvme{subsys}n1` is bio-based and its hidden path disks
+    /// `nvme{subsys}c{ctrl}n1`, in the controllers' directories, do the I/O.
+    /// Nothing links the head to its paths but the subsystem's links to its
+    /// controllers, unless [`Fixture::set_multipath_links`].
     pub fn nvme_multipath(
         &mut self,
         subsys: u32,
@@ -305,18 +377,13 @@ impl Fixture {
         model: &str,
         serial: &str,
     ) -> String {
-        let sdir = format!("devices/virtual/nvme-subsystem/nvme-subsys{subsys}");
-        self.put(&format!("{sdir}/model"), &format!("{model:<40}"));
-        self.put(&format!("{sdir}/serial"), &format!("{serial:<20}"));
-        self.put(
-            &format!("{sdir}/subsysnqn"),
-            &format!("nqn.2014.08.org.nvmexpress:{serial}"),
-        );
-        self.put(&format!("{sdir}/iopolicy"), "numa");
+        for &c in ctrls {
+            self.nvme_ctrl(c, model, serial);
+        }
+        let sdir = self.nvme_subsystem(subsys, ctrls, model, serial);
         let mut paths = Vec::new();
         for &c in ctrls {
-            let cdir = self.nvme_ctrl(c, model, serial);
-            self.link(&format!("{sdir}/nvme{c}"), &cdir);
+            let cdir = self.nvme_ctrls[&c].clone();
             let pdir = format!("{cdir}/nvme{subsys}c{c}n1");
             self.put(&format!("{pdir}/wwid"), &format!("eui.9{subsys:07x}"));
             self.put(&format!("{pdir}/ana_state"), "optimized");
@@ -340,9 +407,11 @@ impl Fixture {
                 ..DiskOpts::default()
             },
         );
-        for p in paths {
-            let name = p.rsplit('/').next().unwrap_or_default().to_string();
-            self.link(&format!("{hdir}/multipath/{name}"), &p);
+        if self.multipath_links {
+            for p in paths {
+                let name = p.rsplit('/').next().unwrap_or_default().to_string();
+                self.link(&format!("{hdir}/multipath/{name}"), &p);
+            }
         }
         head
     }
