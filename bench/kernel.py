@@ -39,6 +39,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CACHE = os.environ.get("BLKQOS_KERNEL_CACHE", "/var/cache/blkqos-kernel")
 MEASURE = re.compile(r"^BLKQOS-MEASURE (\S+) (.*)$")
 TEXT = ("variant", "gov", "cfg")
+# the configurations of the latency and power figures, in table order
 PEERS = ["baseline", "floor", "dma", "resume", "psd", "knob10", "knob0", "auto"]
 
 

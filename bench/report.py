@@ -18,7 +18,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-PEERS = ["baseline", "floor", "dma", "resume", "psd", "knob10", "knob0", "auto"]
+from kernel import PEERS, find  # noqa: E402  (bench/kernel.py, beside this file)
+
 LABEL = {"baseline": "deep allowed", "floor": "C-states off", "dma": "cpu_dma_latency (TuneD)",
          "resume": "per-CPU resume latency", "psd": "PSD model", "knob10": "knob 10 us",
          "knob0": "knob 0 us", "auto": "knob auto"}
@@ -37,13 +38,6 @@ def machine():
     return {"host_cpu": cpu, "nproc": os.cpu_count(), "host_kernel": platform.release(),
             "guest": "QEMU TCG -icount shift=0,sleep=off, 2 vCPUs, blkqos test idle driver "
                      "(POLL, C1 2 us, DEEP 150 us exit / 600 us residency), HZ=250"}
-
-
-def find(rows, **want):
-    for r in rows:
-        if all(r.get(key) == v for key, v in want.items()):
-            return r
-    return None
 
 
 def lat_points(k):

@@ -294,11 +294,12 @@ fn nvme_head_of(sysfs: &Sysfs, name: &str) -> Option<String> {
         return None;
     }
     let (subsys, rest) = name.strip_prefix("nvme")?.split_once('c')?;
-    let (ctrl, ns) = rest.split_once('n')?;
+    let ns = rest.split_once('n')?.1;
     let head = format!("nvme{subsys}n{ns}");
-    (sysfs.exists(&format!("block/{head}/multipath/{name}"))
-        || sysfs.exists(&format!("block/{head}/device/nvme{ctrl}/{name}")))
-    .then_some(head)
+    nvme_paths(sysfs, &head)
+        .iter()
+        .any(|p| p == name)
+        .then_some(head)
 }
 
 /// The hidden path disks of an NVMe multipath head `nvme<S>n<N>`; empty
@@ -327,10 +328,7 @@ fn nvme_paths(sysfs: &Sysfs, name: &str) -> Vec<String> {
         .list(&subsystem)
         .into_iter()
         .filter_map(|c| {
-            let ctrl = c.strip_prefix("nvme")?;
-            if ctrl.is_empty() || !ctrl.bytes().all(|b| b.is_ascii_digit()) {
-                return None;
-            }
+            let ctrl = c.strip_prefix("nvme").filter(|n| is_number(n))?;
             let path = format!("nvme{subsys}c{ctrl}n{ns}");
             sysfs
                 .exists(&format!("{subsystem}/{c}/{path}"))
@@ -342,10 +340,12 @@ fn nvme_paths(sysfs: &Sysfs, name: &str) -> Vec<String> {
 /// `nvme<S>n<N>` -> (S, N).
 fn nvme_head_name(name: &str) -> Option<(&str, &str)> {
     let (subsys, ns) = name.strip_prefix("nvme")?.split_once('n')?;
-    [subsys, ns]
-        .iter()
-        .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
-        .then_some((subsys, ns))
+    (is_number(subsys) && is_number(ns)).then_some((subsys, ns))
+}
+
+/// A non-empty run of ASCII digits, as in kernel device numbers.
+fn is_number(s: &str) -> bool {
+    !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit())
 }
 
 /// What a scan found out before reading each disk.
@@ -701,9 +701,7 @@ fn is_nvme_path_name(name: &str) -> bool {
     let Some((b, c)) = rest.split_once('n') else {
         return false;
     };
-    [a, b, c]
-        .iter()
-        .all(|p| !p.is_empty() && p.bytes().all(|x| x.is_ascii_digit()))
+    [a, b, c].into_iter().all(is_number)
 }
 
 pub fn is_pci_address(c: &str) -> bool {
@@ -722,10 +720,7 @@ fn transport_of(syspath: &str, kind: Kind) -> Transport {
     }
     let parts: Vec<&str> = syspath.split('/').collect();
     let any = |f: &dyn Fn(&str) -> bool| parts.iter().any(|p| f(p));
-    let numbered = |p: &str, prefix: &str| {
-        p.strip_prefix(prefix)
-            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
-    };
+    let numbered = |p: &str, prefix: &str| p.strip_prefix(prefix).is_some_and(is_number);
     if any(&|p| p == "nvme" || p == "nvme-fabrics") {
         Transport::Nvme
     } else if any(&|p| numbered(p, "usb")) {

@@ -2,17 +2,8 @@
 
 mod common;
 use blkqos::backend::Abi;
-use common::Env;
+use common::{Env, device};
 use serde_json::Value;
-
-fn device<'a>(doc: &'a Value, name: &str) -> &'a Value {
-    doc["devices"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|d| d["name"] == name)
-        .unwrap_or_else(|| panic!("{name} not listed"))
-}
 
 #[test]
 fn list_shows_whole_disks_with_identity_and_transport() {

@@ -11,8 +11,7 @@
 mod common;
 use blkqos::backend::Abi;
 use blkqos::fixture::{Fixture, TEST_IDLE};
-use common::Env;
-use serde_json::Value;
+use common::{Env, device};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::Path;
@@ -269,15 +268,6 @@ fn the_fixture_lays_out_nvme_multipath_md_and_dm_as_linux_6_12() {
         diffs.len(),
         diffs.join("\n")
     );
-}
-
-fn device<'a>(doc: &'a Value, name: &str) -> &'a Value {
-    doc["devices"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|d| d["name"] == name)
-        .unwrap_or_else(|| panic!("{name} not listed"))
 }
 
 /// Discovery on the guest's layout, with and without the `multipath/`

@@ -440,10 +440,20 @@ check_blkqos() {
 	grep -q . /tmp/out && sed 's/^/blkqos: /' /tmp/out
 }
 
+# A real systemd-udevd with the project's rule, and a syslogd that keeps
+# blkqos's log lines in /tmp/messages.
+start_udevd() { # check name
+	mkdir -p /run/udev
+	pidof syslogd >/dev/null || syslogd -O /tmp/messages || fail syslogd-start
+	systemd-udevd --daemon --resolve-names=never 2>/tmp/udevd.err ||
+		fail "$1" "$(cat /tmp/udevd.err)"
+	udevadm settle -t 30
+}
+
 # The hotplug path end to end: a real systemd-udevd runs the project's
 # rule, which runs blkqos udev for every disk that comes and goes.
 check_udevd() {
-	mkdir -p /etc/blkqos /run/udev
+	mkdir -p /etc/blkqos
 	cat >/etc/blkqos/blkqos.toml <<-EOF
 	[[rule]]
 	name = "hotplug"
@@ -451,10 +461,7 @@ check_udevd() {
 	cpu_lat_limit_us = 15
 	cpu_lat_timeout_ms = 9
 	EOF
-	syslogd -O /tmp/messages || fail syslogd-start
-	systemd-udevd --daemon --resolve-names=never 2>/tmp/udevd.err ||
-		fail udevd-start "$(cat /tmp/udevd.err)"
-	udevadm settle -t 30
+	start_udevd udevd-start
 	n=50
 	i=0
 	while [ $i -lt $n ]; do
@@ -571,9 +578,7 @@ hot_path() { # [irqmode]
 	mknull hp queue_mode=2 irqmode=$irq submit_queues=$hwq || fail setup-nullb-hp
 	fio_qd1 hp 2000 >/dev/null	# warm up
 	if [ "$MODE" != psd ]; then
-		v=nopsd
-		[ "$MODE" = nopsd ] || v=$MODE
-		measure "hotpath variant=$v $(fio_qd1 hp "$HOTPATH_IOS" | tr ' ' ,) irq=$irq"
+		measure "hotpath variant=$MODE $(fio_qd1 hp "$HOTPATH_IOS" | tr ' ' ,) irq=$irq"
 	else
 		measure "hotpath variant=off $(fio_qd1 hp "$HOTPATH_IOS" | tr ' ' ,) irq=$irq"
 		echo 10 >"$(knob hp limit_us)"

@@ -306,8 +306,8 @@ nvme_check_list() {
 
 # the knobs of a disk as "limit/timeout", or "none" without them
 knobs_of() {
-	if [ -e "/sys/block/$1/queue/cpu_lat_limit_us" ]; then
-		echo "$(cat /sys/block/$1/queue/cpu_lat_limit_us)/$(cat /sys/block/$1/queue/cpu_lat_timeout_ms)"
+	if [ -e "$(knob "$1" limit_us)" ]; then
+		echo "$(cat "$(knob "$1" limit_us)")/$(cat "$(knob "$1" timeout_ms)")"
 	else
 		echo none
 	fi
@@ -410,13 +410,9 @@ saved_of() {
 # the multipath subsystem attached to and detached from both controllers
 # by the NVMe Namespace Attachment command (the guest's nvme-attach)
 nvme_check_udevd() {
-	mkdir -p /etc/blkqos /run/udev
+	mkdir -p /etc/blkqos
 	nvme_profile /etc/blkqos/blkqos.toml 4
-	pidof syslogd >/dev/null || syslogd -O /tmp/messages || fail syslogd-start
-	: >/tmp/messages.mark
-	systemd-udevd --daemon --resolve-names=never 2>/tmp/udevd.err ||
-		fail nvme-udevd-start "$(cat /tmp/udevd.err)"
-	udevadm settle -t 30
+	start_udevd nvme-udevd-start
 	# what the boot unit does before any hotplug
 	blkqos coldplug /etc/blkqos/blkqos.toml >/tmp/nvme-coldplug.out 2>&1
 	expect "nvme-coldplug $?" $? = 0

@@ -112,6 +112,16 @@ impl Env {
     }
 }
 
+/// The device named `name` in a `list --json` document.
+pub fn device<'a>(doc: &'a Value, name: &str) -> &'a Value {
+    doc["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["name"] == name)
+        .unwrap_or_else(|| panic!("{name} not listed"))
+}
+
 /// Paths of all changes in an apply/restore/verify JSON document.
 pub fn change_paths(doc: &Value) -> Vec<String> {
     let mut v: Vec<String> = doc["devices"]
