@@ -167,6 +167,7 @@ def targets(r):
                 "baseline_range": [b["min"], b["max"]],
                 "ratio": round(v["median"] / b["median"], 3) if b["median"] else None,
             })
+            out["power_kept"][-1]["met"] = (out["power_kept"][-1]["ratio"] or 0) >= 0.95
     return out
 
 

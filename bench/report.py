@@ -162,7 +162,7 @@ def plot_peers(k, prefix):
             a.axhline(1.0, color="#1f77b4", lw=0.6, ls=":")
             a.axhline(1.05, color="#2ca02c", lw=0.6, ls="--")
             a.set_title(f"{cus} us ±{spread}%: deep share {where}", fontsize=9)
-            a.set_xlabel("deep-state residency of CPU0+CPU1 (%)", fontsize=8)
+            a.set_xlabel("deep-state residency, mean of CPU0 and CPU1 (%)", fontsize=8)
             if j == 0:
                 a.set_ylabel("p99 / C-states-off p99", fontsize=8)
     handles, labels = ax[0][0].get_legend_handles_labels()
