@@ -7,12 +7,13 @@
  *   idle-watch DEV IO_CPU NR_IOS STATE WINDOW_US
  *
  * Issues NR_IOS 4 KiB O_DIRECT reads of DEV one at a time from IO_CPU,
- * notes when the last one returned and, still on IO_CPU (so that no CPU
- * is woken to read them), each CPU's cpuidle STATE time; sleeps until
- * WINDOW_US after the last I/O, wakes each CPU in turn to read its STATE
- * time, and prints, for every CPU N:
+ * notes when the last one returned, reads each CPU's cpuidle STATE time
+ * from that CPU (a CPU adds to it only when it leaves the state, so
+ * running there brings it up to date); sleeps until WINDOW_US after the
+ * last I/O, reads each again the same way, and prints, for every CPU N:
  *
- *   cpuN_pct=<share of the window CPU N spent in STATE, per cent>
+ *   cpuN_pct=<share of the time between CPU N's two readings spent in
+ *             STATE, per cent; the deep state's time includes its exit>
  *   cpuN_first_us=<last I/O -> CPU N's first STATE entry, -1 if none>
  *
  * The first entry comes from the test idle driver (debugfs
@@ -100,11 +101,26 @@ static void read_first(long long *first, int ncpu)
 	fclose(f);
 }
 
+/*
+ * A CPU's state time grows only when it leaves the state: read it from the
+ * CPU itself (moving there wakes it), and note when.
+ */
+static long long read_awake(int cpu, int fd, long long *when)
+{
+	long long v;
+
+	pin(cpu);
+	v = read_num(fd);
+	*when = now_ns();
+	return v;
+}
+
 int main(int argc, char **argv)
 {
 	int io_cpu, nr, state, dev, ncpu, cpu, i;
 	int fds[MAX_CPUS];
 	long long window_ns, t_last, t0[MAX_CPUS], t1[MAX_CPUS], first[MAX_CPUS];
+	long long w0[MAX_CPUS], w1[MAX_CPUS];
 	unsigned long long lcg = 12345;
 	struct timespec end;
 	void *buf;
@@ -140,22 +156,17 @@ int main(int argc, char **argv)
 	}
 	t_last = now_ns();
 	for (cpu = 0; cpu < ncpu; cpu++)
-		t0[cpu] = read_num(fds[cpu]);
+		t0[cpu] = read_awake(cpu, fds[cpu], &w0[cpu]);
 	end.tv_sec = (t_last + window_ns) / 1000000000LL;
 	end.tv_nsec = (t_last + window_ns) % 1000000000LL;
 	clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &end, NULL);
 	read_first(first, ncpu);
-	/*
-	 * A CPU's state time grows when it leaves the state: run on each CPU
-	 * in turn, which wakes it, before reading its time.
-	 */
-	for (cpu = 0; cpu < ncpu; cpu++) {
-		pin(cpu);
-		t1[cpu] = read_num(fds[cpu]);
-	}
+	for (cpu = 0; cpu < ncpu; cpu++)
+		t1[cpu] = read_awake(cpu, fds[cpu], &w1[cpu]);
+	/* the state time is in microseconds, the interval in nanoseconds */
 	for (cpu = 0; cpu < ncpu; cpu++)
 		printf("%scpu%d_pct=%.1f cpu%d_first_us=%lld", cpu ? " " : "",
-		       cpu, (t1[cpu] - t0[cpu]) * 100000.0 / window_ns,
+		       cpu, (t1[cpu] - t0[cpu]) * 100000.0 / (w1[cpu] - w0[cpu]),
 		       cpu, first[cpu]);
 	printf("\n");
 	return 0;
