@@ -62,24 +62,24 @@ nvme_names() {
 # scans, also asynchronous: the names would change from boot to boot and
 # with every change to the initramfs. A bind through sysfs probes at once,
 # so binding the controllers again in PCI order numbers them in that
-# order; a controller whose namespaces came out of order is bound again.
+# order. The scan of a controller's namespaces runs one worker per
+# namespace; on one CPU they take turns at each admin command, submitted
+# and completed in order, so namespace 1 gets its name first: CPU1 stays
+# offline while the controllers are bound.
 nvme_rebind() {
 	drv=/sys/bus/pci/drivers/nvme
+	cpu1=/sys/devices/system/cpu/cpu1/online
 	for a in $NVME_A $NVME_B $NVME_C $NVME_D $NVME_E; do
 		[ ! -e $drv/$a ] || echo $a >$drv/unbind
 	done
+	echo 0 >$cpu1
 	for a in $NVME_A $NVME_B $NVME_C $NVME_D $NVME_E; do
 		echo $a >$drv/bind
 	done
-	nvme_wait 400 nvme_present || return 1
-	tries=0
-	while [ "$(cat /sys/block/$A1/nsid)" != 1 ] && [ $tries -lt 10 ]; do
-		echo $NVME_A >$drv/unbind
-		echo $NVME_A >$drv/bind
-		nvme_wait 400 nvme_present || return 1
-		tries=$((tries + 1))
-	done
-	[ "$(cat /sys/block/$A1/nsid)" = 1 ]
+	nvme_wait 400 nvme_present
+	ok=$?
+	echo 1 >$cpu1
+	[ $ok = 0 ] && [ "$(cat /sys/block/$A1/nsid)" = 1 ]
 }
 
 nvme_present() {
