@@ -54,7 +54,10 @@ fn extra_sections(cmd: &Command) -> Result<String, std::fmt::Error> {
     let mut s = String::new();
     writeln!(s, ".SH \"EXIT STATUS\"")?;
     for (code, meaning) in [
-        (0, "Success; for \\fBverify\\fR: the live values match the profile."),
+        (
+            0,
+            "Success; for \\fBverify\\fR: the live values match the profile.",
+        ),
         (
             EXIT_FAILED,
             "An operation failed and everything this run wrote was rolled back, or \\fBverify\\fR found a mismatch.",
@@ -130,6 +133,9 @@ fn extra_sections(cmd: &Command) -> Result<String, std::fmt::Error> {
     }
 
     writeln!(s, ".SH \"SEE ALSO\"")?;
-    writeln!(s, "\\fBblkqos.toml\\fR(5), \\fBudevadm\\fR(8), \\fBsystemctl\\fR(1)")?;
+    writeln!(
+        s,
+        "\\fBblkqos.toml\\fR(5), \\fBudevadm\\fR(8), \\fBsystemctl\\fR(1)"
+    )?;
     Ok(s)
 }
