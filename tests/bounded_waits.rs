@@ -143,4 +143,8 @@ fn a_fifo_as_profile_lock_or_state_file_is_refused_not_waited_on() {
         r.assert_stderr_has("state.json: not a regular file");
     }
     assert_eq!(env.snapshot(), before);
+    // a read-only command says so and goes on
+    let r = run(&["status"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    r.assert_stderr_has("state.json: not a regular file");
 }
