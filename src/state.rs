@@ -325,37 +325,37 @@ fn check_saved(path: &str, value: &str) -> Result<(), String> {
     }
 }
 
-/// Try the lock until it is free or `timeout` has passed, saying once what
-/// it waits for.
+/// Take the lock, waiting for it at most `timeout` and saying once what it
+/// waits for. The wait is a blocking flock in a helper thread, woken as
+/// soon as the holder lets go (polling loses to the other waiters when
+/// hundreds of udev events queue up); it locks a duplicate of the same open
+/// file, and a lock it gets too late goes with that duplicate.
 fn wait_for_lock(lock: &File, path: &Path, timeout: Duration) -> Result<(), StateError> {
+    match lock.try_lock() {
+        Ok(()) => return Ok(()),
+        Err(fs::TryLockError::WouldBlock) => {}
+        Err(fs::TryLockError::Error(e)) => return Err(io_err(path)(e)),
+    }
+    let holder = holder_pid(lock).map_or("unknown".to_string(), |p| p.to_string());
+    log::info!(
+        "waiting for another blkqos run (pid {holder}) to release {}, up to {:.1} s",
+        path.display(),
+        timeout.as_secs_f64()
+    );
     let start = Instant::now();
-    let mut pause = Duration::from_millis(5);
-    let mut said = false;
-    loop {
-        match lock.try_lock() {
-            Ok(()) => return Ok(()),
-            Err(fs::TryLockError::WouldBlock) => {}
-            Err(fs::TryLockError::Error(e)) => return Err(io_err(path)(e)),
-        }
-        let waited = start.elapsed();
-        if waited >= timeout {
-            return Err(StateError::Busy {
-                path: path.to_path_buf(),
-                holder: holder_pid(lock),
-                waited,
-            });
-        }
-        if !said {
-            let holder = holder_pid(lock).map_or("unknown".to_string(), |p| p.to_string());
-            log::info!(
-                "waiting for another blkqos run (pid {holder}) to release {}, up to {:.1} s",
-                path.display(),
-                timeout.as_secs_f64()
-            );
-            said = true;
-        }
-        std::thread::sleep(pause.min(timeout - waited));
-        pause = (pause * 2).min(Duration::from_millis(200));
+    let waiter = lock.try_clone().map_err(io_err(path))?;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(waiter.lock());
+    });
+    match rx.recv_timeout(timeout) {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(io_err(path)(e)),
+        Err(_) => Err(StateError::Busy {
+            path: path.to_path_buf(),
+            holder: holder_pid(lock),
+            waited: start.elapsed(),
+        }),
     }
 }
 
