@@ -10,8 +10,8 @@ use crate::hotplug::{self, Action};
 use crate::idle::{self, IdleState, format_cpus};
 use crate::plan::{self, Change, DevicePlan, Plan, PlanError};
 use crate::profile::Profile;
-use crate::report::{Document, Style, human_size, table, warnings};
-use crate::state::{Saved, StateDir};
+use crate::report::{Document, Style, Unreadable, human_size, table, warnings};
+use crate::state::{Saved, State, StateDir};
 use crate::sysfs::Sysfs;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashSet};
@@ -93,7 +93,7 @@ pub fn list(ctx: &Ctx, json: bool, out: &mut String) -> Result<u8, Error> {
         })
         .collect();
     if json {
-        out.push_str(&doc("list", false, false, &rows, &inv.warnings, None));
+        out.push_str(&doc("list", false, false, &rows, &inv.warnings, &[], None));
         return Ok(0);
     }
     let dash = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
@@ -175,27 +175,37 @@ fn build_plan(
     Ok(plan)
 }
 
-/// A plan that writes nothing (dry run, verify, explain), with the saved
-/// state read without the lock. An unreadable state (not root) only hides
-/// the values that would go back to their originals, so it is a warning.
-fn preview_plan(ctx: &Ctx, profile: &Profile, only: &[String]) -> Result<Plan, Error> {
-    let (saved, note) = preview_saved(ctx);
-    let mut plan = build_plan(ctx, profile, &saved, only)?;
-    plan.warnings.extend(note);
-    Ok(plan)
+/// A plan that writes nothing (dry run, verify), with the saved state read
+/// without the lock; when it cannot be read (not root), the values that
+/// would go back to their originals are not shown, and the plan says so.
+fn preview_plan(
+    ctx: &Ctx,
+    profile: &Profile,
+    only: &[String],
+) -> Result<(Plan, Vec<Unreadable>), Error> {
+    let (state, unreadable) = read_state(
+        ctx,
+        "values blkqos set for disks the profile no longer covers are not shown",
+    );
+    Ok((build_plan(ctx, profile, &state.saved, only)?, unreadable))
 }
 
-/// The saved originals for a plan that writes nothing, read without the
-/// lock, and a warning when they cannot be read.
-fn preview_saved(ctx: &Ctx) -> (BTreeMap<String, Saved>, Option<String>) {
+/// The saved state for a command that only reads, without the lock. One it
+/// cannot read (root's, run as another user) is empty: the command goes on,
+/// saying on stderr what it could not read and what that leaves out, and
+/// returning it for the JSON document.
+fn read_state(ctx: &Ctx, left_out: &str) -> (State, Vec<Unreadable>) {
     match ctx.state.read() {
-        Ok(state) => (state.saved, None),
-        Err(e) => (
-            BTreeMap::new(),
-            Some(format!(
-                "saved state unreadable ({e}): values blkqos set for disks the profile no longer covers are not shown"
-            )),
-        ),
+        Ok(state) => (state, Vec::new()),
+        Err(e) => {
+            let path = ctx.state.file().display().to_string();
+            log::warn!("cannot read the saved state {path} ({e}): {left_out}");
+            let note = Unreadable {
+                path,
+                error: e.to_string(),
+            };
+            (State::default(), vec![note])
+        }
     }
 }
 
@@ -210,15 +220,15 @@ pub fn apply(
 ) -> Result<u8, Error> {
     check_names(only)?;
     if dry_run {
-        let plan = preview_plan(ctx, &Profile::load(profile)?, only)?;
-        emit_plan(ctx, "apply", &plan, true, json, out);
+        let (plan, unreadable) = preview_plan(ctx, &Profile::load(profile)?, only)?;
+        emit_plan(ctx, "apply", &plan, true, json, &unreadable, out);
         return Ok(0);
     }
     // Validated before taking the lock: a bad profile must not touch the state dir.
     let profile = Profile::load_for_writing(profile)?;
     match apply_profile(ctx, &profile, only) {
         Ok(plan) => {
-            emit_plan(ctx, "apply", &plan, false, json, out);
+            emit_plan(ctx, "apply", &plan, false, json, &[], out);
             Ok(0)
         }
         Err(failed) => {
@@ -233,6 +243,7 @@ pub fn apply(
                     false,
                     &plan.devices,
                     &plan.warnings,
+                    &[],
                     Some(e.to_string()),
                 ));
             }
@@ -273,7 +284,15 @@ fn apply_profile(ctx: &Ctx, profile: &Profile, only: &[String]) -> Result<Plan, 
     }
 }
 
-fn emit_plan(ctx: &Ctx, command: &str, plan: &Plan, dry_run: bool, json: bool, out: &mut String) {
+fn emit_plan(
+    ctx: &Ctx,
+    command: &str,
+    plan: &Plan,
+    dry_run: bool,
+    json: bool,
+    unreadable: &[Unreadable],
+    out: &mut String,
+) {
     if json {
         out.push_str(&doc(
             command,
@@ -281,6 +300,7 @@ fn emit_plan(ctx: &Ctx, command: &str, plan: &Plan, dry_run: bool, json: bool, o
             dry_run,
             &plan.devices,
             &plan.warnings,
+            unreadable,
             None,
         ));
         return;
@@ -346,6 +366,7 @@ fn doc<D: Serialize>(
     dry_run: bool,
     devices: D,
     warnings: &[String],
+    unreadable: &[Unreadable],
     error: Option<String>,
 ) -> String {
     Document {
@@ -355,6 +376,7 @@ fn doc<D: Serialize>(
         dry_run,
         devices,
         warnings,
+        unreadable,
         error,
     }
     .render()
@@ -362,7 +384,7 @@ fn doc<D: Serialize>(
 
 /// Entry point for `verify`.
 pub fn verify(ctx: &Ctx, profile: &Path, json: bool, out: &mut String) -> Result<u8, Error> {
-    let plan = preview_plan(ctx, &Profile::load(profile)?, &[])?;
+    let (plan, unreadable) = preview_plan(ctx, &Profile::load(profile)?, &[])?;
     let ok = plan.is_empty();
     if json {
         #[derive(Serialize)]
@@ -379,7 +401,15 @@ pub fn verify(ctx: &Ctx, profile: &Path, json: bool, out: &mut String) -> Result
                 ok: d.changes.is_empty(),
             })
             .collect();
-        out.push_str(&doc("verify", false, false, &devices, &plan.warnings, None));
+        out.push_str(&doc(
+            "verify",
+            false,
+            false,
+            &devices,
+            &plan.warnings,
+            &unreadable,
+            None,
+        ));
     } else {
         let rows: Vec<Vec<String>> = plan
             .changes()
@@ -471,6 +501,7 @@ pub fn restore(
             dry_run,
             &devices,
             &restored.warnings,
+            &[],
             None,
         ));
     } else {
@@ -532,7 +563,10 @@ struct DeviceStatus {
 /// Entry point for `status`.
 pub fn status(ctx: &Ctx, json: bool, out: &mut String) -> Result<u8, Error> {
     let inv = scan(ctx);
-    let state = ctx.state.read()?;
+    let (state, unreadable) = read_state(
+        ctx,
+        "owning rules are not shown, and per-CPU limits blkqos set show as conflicts",
+    );
     let mut cpu_cache: BTreeMap<u32, Vec<IdleState>> = BTreeMap::new();
     let mut devices = Vec::new();
     for d in inv.visible() {
@@ -583,7 +617,15 @@ pub fn status(ctx: &Ctx, json: bool, out: &mut String) -> Result<u8, Error> {
     }
     warn.extend(found.into_iter().map(|c| format!("conflict: {c}")));
     if json {
-        out.push_str(&doc("status", false, false, &devices, &warn, None));
+        out.push_str(&doc(
+            "status",
+            false,
+            false,
+            &devices,
+            &warn,
+            &unreadable,
+            None,
+        ));
         return Ok(0);
     }
     for d in &devices {
@@ -795,12 +837,15 @@ pub fn explain(
         let _ = writeln!(out, "no rule matches: the device is left untouched");
         return Ok(0);
     };
-    let (saved, _) = preview_saved(ctx);
+    let (state, _) = read_state(
+        ctx,
+        "values blkqos set for disks the profile no longer covers are not shown",
+    );
     let plan = plan::build(
         &profile,
         &inv,
         &ctx.sysfs,
-        &saved,
+        &state.saved,
         std::slice::from_ref(&d.name),
     )?;
     if let Some(dp) = plan.devices.iter().find(|p| p.name == d.name) {

@@ -6,9 +6,11 @@ use crate::profile::ProfileError;
 use crate::state::StateError;
 
 /// Exit codes: 0 success, 1 an operation failed (rolled back) or verify found
-/// a mismatch, 2 usage or profile error (nothing written).
+/// a mismatch, 2 usage or profile error (nothing written), 3 another run
+/// held the lock past the lock timeout (nothing written: try again).
 pub const EXIT_FAILED: u8 = 1;
 pub const EXIT_USAGE: u8 = 2;
+pub const EXIT_BUSY: u8 = 3;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -27,6 +29,8 @@ pub enum Error {
 impl Error {
     pub fn exit_code(&self) -> u8 {
         match self {
+            Error::State(StateError::Busy { .. })
+            | Error::Apply(ApplyError::State(StateError::Busy { .. })) => EXIT_BUSY,
             Error::Profile(_) | Error::Usage(_) | Error::Plan(PlanError::NoSuchDevice(_)) => {
                 EXIT_USAGE
             }

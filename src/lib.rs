@@ -18,4 +18,5 @@ pub mod profile;
 pub mod report;
 pub mod state;
 pub mod sysfs;
+pub mod trust;
 mod udevdb;
