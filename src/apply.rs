@@ -33,6 +33,8 @@ pub struct Written {
     pub changes: Vec<Change>,
     /// Paths that vanished (device removed) before they could be written.
     pub vanished: Vec<String>,
+    /// Saved originals dropped from the state (put back, or their device gone).
+    pub forgotten: usize,
 }
 
 /// Write each change, read it back, and undo all of them on any failure.
@@ -117,11 +119,22 @@ pub fn apply(sysfs: &Sysfs, locked: &mut Locked, plan: &Plan) -> Result<Written,
                 w.vanished.iter().filter(|p| added.contains(p)).collect();
             // A released path now holds its original (or is gone): forget it.
             forget.extend(&plan.released);
-            let before = locked.state.saved.len();
+            let before = locked.state.clone();
             for p in forget {
                 locked.state.saved.remove(p);
             }
-            if locked.state.saved.len() != before {
+            if let Some(gone) = &plan.removed {
+                // A removed device serves nothing; what served only it went
+                // back above or left with it.
+                for s in locked.state.saved.values_mut() {
+                    s.owners.remove(gone);
+                }
+                locked.state.saved.retain(|_, s| !s.owners.is_empty());
+                locked.state.rules.remove(gone);
+            }
+            let mut w = w;
+            w.forgotten = before.saved.len() - locked.state.saved.len();
+            if locked.state != before {
                 locked.save()?;
             }
             Ok(w)

@@ -8,13 +8,13 @@ use crate::discover::{self, Detail, Device, Inventory};
 use crate::error::{EXIT_FAILED, EXIT_USAGE, Error};
 use crate::hotplug::{self, Action};
 use crate::idle::{self, IdleState, format_cpus};
-use crate::plan::{self, Change, DevicePlan, Plan, PlanError};
+use crate::plan::{self, Change, DevicePlan, Plan, PlanError, Scope};
 use crate::profile::Profile;
 use crate::report::{Document, Style, human_size, table, warnings};
 use crate::state::{Saved, StateDir};
 use crate::sysfs::Sysfs;
 use serde::Serialize;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -161,14 +161,39 @@ fn build_plan(
     ctx: &Ctx,
     profile: &Profile,
     saved: &BTreeMap<String, Saved>,
-    only: &[String],
+    scope: &Scope,
 ) -> Result<Plan, Error> {
     // identities are read only when a rule matches on one
     let detail = Detail {
         identity: profile.rules.iter().any(|r| r.matcher.uses_identity()),
     };
-    let inv = scan_for(ctx, only, detail);
-    let mut plan = plan::build(profile, &inv, &ctx.sysfs, saved, only)?;
+    let mut scope = scope.clone();
+    let inv = match &scope.removed {
+        None => scan_for(ctx, &scope.devices, detail),
+        Some(gone) => {
+            // The devices that shared a saved value with the removed one are
+            // re-planned without it; nothing links them to it any more.
+            let sharing: Vec<String> = (saved.values())
+                .filter(|s| s.owners.contains(gone))
+                .flat_map(|s| s.owners.iter())
+                .filter(|o| *o != gone)
+                .cloned()
+                .collect::<BTreeSet<_>>()
+                .into_iter()
+                .collect();
+            let inv = if sharing.is_empty() {
+                Inventory::default()
+            } else {
+                scan_for(ctx, &sharing, detail)
+            };
+            scope.devices = sharing
+                .into_iter()
+                .filter(|d| inv.get(d).is_some())
+                .collect();
+            inv
+        }
+    };
+    let mut plan = plan::build(profile, &inv, &ctx.sysfs, saved, &scope)?;
     let mut w = inv.warnings.clone();
     w.append(&mut plan.warnings);
     plan.warnings = w;
@@ -180,7 +205,7 @@ fn build_plan(
 /// the values that would go back to their originals, so it is a warning.
 fn preview_plan(ctx: &Ctx, profile: &Profile, only: &[String]) -> Result<Plan, Error> {
     let (saved, note) = preview_saved(ctx);
-    let mut plan = build_plan(ctx, profile, &saved, only)?;
+    let mut plan = build_plan(ctx, profile, &saved, &Scope::devices(only))?;
     plan.warnings.extend(note);
     Ok(plan)
 }
@@ -216,7 +241,7 @@ pub fn apply(
     }
     // Validated before taking the lock: a bad profile must not touch the state dir.
     let profile = Profile::load_for_writing(profile)?;
-    match apply_profile(ctx, &profile, only) {
+    match apply_profile(ctx, &profile, &Scope::devices(only)) {
         Ok(plan) => {
             emit_plan(ctx, "apply", &plan, false, json, out);
             Ok(0)
@@ -249,12 +274,12 @@ struct Failed {
 
 /// Plan and write under the lock; the plan comes back holding only the
 /// changes made. On failure, the plan that was being written, if any.
-fn apply_profile(ctx: &Ctx, profile: &Profile, only: &[String]) -> Result<Plan, Box<Failed>> {
+fn apply_profile(ctx: &Ctx, profile: &Profile, scope: &Scope) -> Result<Plan, Box<Failed>> {
     let failed = |error: Error, plan| Box::new(Failed { error, plan });
     // Planned under the lock so the "before" values are the ones we replace.
     let mut locked = ctx.state.lock().map_err(|e| failed(e.into(), None))?;
     let mut plan =
-        build_plan(ctx, profile, &locked.state.saved, only).map_err(|e| failed(e, None))?;
+        build_plan(ctx, profile, &locked.state.saved, scope).map_err(|e| failed(e, None))?;
     match apply::apply(&ctx.sysfs, &mut locked, &plan) {
         Ok(written) => {
             let done: HashSet<&str> = written.changes.iter().map(|w| w.path.as_str()).collect();
@@ -267,6 +292,7 @@ fn apply_profile(ctx: &Ctx, profile: &Profile, only: &[String]) -> Result<Plan, 
                     .iter()
                     .map(|p| format!("{p}: vanished before it was written; skipped")),
             );
+            plan.forgotten = written.forgotten;
             Ok(plan)
         }
         Err(e) => Err(failed(e.into(), Some(plan))),
@@ -801,7 +827,7 @@ pub fn explain(
         &inv,
         &ctx.sysfs,
         &saved,
-        std::slice::from_ref(&d.name),
+        &Scope::devices(std::slice::from_ref(&d.name)),
     )?;
     if let Some(dp) = plan.devices.iter().find(|p| p.name == d.name) {
         let eff = profile.effective(rule);
@@ -856,25 +882,20 @@ pub fn udev(
         }
     };
     let name = &event.name;
-    let only = [name.clone()];
-    let result = match event.action {
-        Action::Add | Action::Change => Profile::load_for_writing(profile)
-            .map_err(Error::from)
-            .and_then(|p| apply_profile(ctx, &p, &only).map_err(|f| f.error))
-            .map(|plan| log_plan(&plan)),
-        Action::Remove => restore_devices(ctx, &only, false).map(|(devices, r)| {
-            for c in devices.iter().flat_map(|d| &d.changes) {
-                log::info!("{name}: removed; put back {} = {}", c.path, c.after);
-            }
-            // Its attributes left with it: nothing to report but the count.
-            for w in &r.warnings {
-                log::debug!("{w}");
-            }
-            if r.forgotten > 0 {
-                log::info!("{name}: removed; forgot {} saved value(s)", r.forgotten);
-            }
-        }),
+    let scope = match event.action {
+        Action::Add | Action::Change => Scope::devices(std::slice::from_ref(name)),
+        Action::Remove => Scope {
+            devices: Vec::new(),
+            removed: Some(name.clone()),
+        },
     };
+    let result = Profile::load_for_writing(profile)
+        .map_err(Error::from)
+        .and_then(|p| apply_profile(ctx, &p, &scope).map_err(|f| f.error))
+        .map(|plan| match event.action {
+            Action::Add | Action::Change => log_plan(&plan),
+            Action::Remove => log_removal(name, &plan),
+        });
     match result {
         Ok(()) => Ok(0),
         // A disk that is not a candidate (empty, hidden multipath path, RAM disk).
@@ -892,7 +913,7 @@ pub fn udev(
 /// Entry point for `coldplug`: `apply` reporting like the udev path.
 pub fn coldplug(ctx: &Ctx, profile: &Path) -> Result<u8, Error> {
     let profile = Profile::load_for_writing(profile)?;
-    let plan = apply_profile(ctx, &profile, &[]).map_err(|f| f.error)?;
+    let plan = apply_profile(ctx, &profile, &Scope::all()).map_err(|f| f.error)?;
     log_plan(&plan);
     log::info!(
         "coldplug: {} disk(s), {} matched a rule, {} value(s) written",
@@ -901,6 +922,25 @@ pub fn coldplug(ctx: &Ctx, profile: &Path) -> Result<u8, Error> {
         plan.changes().count()
     );
     Ok(0)
+}
+
+/// What re-planning without a removed device wrote: originals put back,
+/// values the devices still there want instead.
+fn log_removal(name: &str, plan: &Plan) {
+    for c in plan.changes() {
+        if plan.released.contains(&c.path) {
+            log::info!("{name}: removed; put back {} = {}", c.path, c.after);
+        } else {
+            log::info!("{name}: removed; {} {} -> {}", c.path, c.before, c.after);
+        }
+    }
+    // Its attributes left with it: nothing to report but the count.
+    for w in &plan.warnings {
+        log::debug!("{w}");
+    }
+    if plan.forgotten > 0 {
+        log::info!("{name}: removed; forgot {} saved value(s)", plan.forgotten);
+    }
 }
 
 /// One line per device: what was written, under which rule.

@@ -357,6 +357,27 @@ impl Fixture {
         )
     }
 
+    /// Take a disk away as the kernel does on removal: its directory (with
+    /// its partitions), its `block/` and `class/block/` entries and the
+    /// `holders/` links its members had to it.
+    pub fn remove_disk(&self, name: &str) {
+        let dir = self.dir_of(name);
+        let sysfs = crate::sysfs::Sysfs::new(&self.root);
+        for lower in sysfs.list(&format!("{dir}/slaves")) {
+            let ldir = self.dir_of(&lower);
+            let _ = fs::remove_file(self.root.join(format!("{ldir}/holders/{name}")));
+        }
+        for entry in sysfs.list(&dir) {
+            if sysfs.exists(&format!("{dir}/{entry}/partition")) {
+                let _ = fs::remove_file(self.root.join(format!("class/block/{entry}")));
+            }
+        }
+        fs::remove_dir_all(self.root.join(&dir)).unwrap_or_else(|e| panic!("rm {dir}: {e}"));
+        for link in [format!("block/{name}"), format!("class/block/{name}")] {
+            fs::remove_file(self.root.join(&link)).unwrap_or_else(|e| panic!("rm {link}: {e}"));
+        }
+    }
+
     /// The directory of a disk registered earlier.
     pub fn dir_of(&self, name: &str) -> String {
         crate::sysfs::Sysfs::new(&self.root)

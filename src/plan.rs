@@ -49,6 +49,39 @@ pub struct Plan {
     /// the original back, after which the saved entry is dropped.
     #[serde(skip)]
     pub released: BTreeSet<String>,
+    /// The removed device this plan re-planned without: it is dropped from
+    /// every saved entry's owners once the plan is written.
+    #[serde(skip)]
+    pub removed: Option<String>,
+    /// Saved originals the write dropped from the state (put back, or
+    /// their device gone); set once the plan is written.
+    #[serde(skip)]
+    pub forgotten: usize,
+}
+
+/// What a plan covers.
+#[derive(Debug, Clone, Default)]
+pub struct Scope {
+    /// The `--device` names and the queues they resolve to; every device
+    /// when empty.
+    pub devices: Vec<String>,
+    /// A device that went away: it asks for nothing any more, so what it
+    /// alone wanted goes back to the saved original and what others still
+    /// want is re-planned for them. Part of the scope with `devices`.
+    pub removed: Option<String>,
+}
+
+impl Scope {
+    pub fn devices(devices: &[String]) -> Scope {
+        Scope {
+            devices: devices.to_vec(),
+            removed: None,
+        }
+    }
+
+    pub fn all() -> Scope {
+        Scope::default()
+    }
 }
 
 impl Plan {
@@ -99,7 +132,7 @@ pub fn build(
     inv: &Inventory,
     sysfs: &Sysfs,
     saved: &BTreeMap<String, Saved>,
-    only: &[String],
+    scope: &Scope,
 ) -> Result<Plan, PlanError> {
     let mut warnings = Vec::new();
     let mut devices: Vec<DevicePlan> = Vec::new();
@@ -107,7 +140,10 @@ pub fn build(
     let mut desired: BTreeMap<String, Desired> = BTreeMap::new();
     let mut auto_cache: BTreeMap<String, (u64, String)> = BTreeMap::new();
 
-    for d in inv.visible() {
+    for d in inv
+        .visible()
+        .filter(|d| scope.removed.as_deref() != Some(d.name.as_str()))
+    {
         let rule = owning_rule(profile, d);
         let mut dp = DevicePlan {
             name: d.name.clone(),
@@ -274,6 +310,19 @@ pub fn build(
             },
         );
     }
+    if let Some(gone) = &scope.removed {
+        // What the removed device alone held is reported under its name.
+        devices.push(DevicePlan {
+            name: gone.clone(),
+            rule: None,
+            targets: Vec::new(),
+            backend: BTreeMap::new(),
+            limit: None,
+            auto: Vec::new(),
+            timeout_ms: None,
+            changes: Vec::new(),
+        });
+    }
     // Device plans by name: looked up once per path, thousands on big hosts.
     let at: HashMap<String, usize> = devices
         .iter()
@@ -286,7 +335,12 @@ pub fn build(
         if desired.contains_key(path) {
             continue;
         }
-        let Some(owner) = s.owners.iter().find(|o| at.contains_key(o.as_str())) else {
+        let present = |o: &&String| at.contains_key(o.as_str());
+        let removed = |o: &&String| scope.removed.as_ref() == Some(*o);
+        let Some(owner) = (s.owners.iter())
+            .find(|o| present(o) && !removed(o))
+            .or_else(|| s.owners.iter().find(removed))
+        else {
             continue;
         };
         desired.insert(
@@ -305,10 +359,10 @@ pub fn build(
         }
     }
 
-    let scope = scope(inv, only)?;
+    let in_scope = in_scope(inv, scope)?;
     let mut released = BTreeSet::new();
     for (path, want) in desired {
-        if let Some(s) = &scope
+        if let Some(s) = &in_scope
             && want.subjects.is_disjoint(s)
         {
             continue;
@@ -337,13 +391,15 @@ pub fn build(
             devices[i].changes.push(change);
         }
     }
-    if let Some(s) = &scope {
+    if let Some(s) = &in_scope {
         devices.retain(|d| s.contains(&d.name) || !d.changes.is_empty());
     }
     Ok(Plan {
         devices,
         warnings,
         released,
+        removed: scope.removed.clone(),
+        forgotten: 0,
     })
 }
 
@@ -358,13 +414,13 @@ pub enum PlanError {
     },
 }
 
-/// The devices `--device` names and the queues they resolve to.
-fn scope(inv: &Inventory, only: &[String]) -> Result<Option<BTreeSet<String>>, PlanError> {
-    if only.is_empty() {
+/// The devices a scope names and the queues they resolve to; `None` for all.
+fn in_scope(inv: &Inventory, scope: &Scope) -> Result<Option<BTreeSet<String>>, PlanError> {
+    if scope.devices.is_empty() && scope.removed.is_none() {
         return Ok(None);
     }
-    let mut s = BTreeSet::new();
-    for name in only {
+    let mut s: BTreeSet<String> = scope.removed.iter().cloned().collect();
+    for name in &scope.devices {
         let d = inv
             .get(name)
             .ok_or_else(|| PlanError::NoSuchDevice(name.clone()))?;

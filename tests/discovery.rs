@@ -175,8 +175,16 @@ cpu_lat_limit_us = 30
             assert!(a.is_some(), "{}: {n} not scanned", d.name);
             assert_eq!(json(&a), json(&f), "{}: {n} differs", d.name);
         }
-        let plan =
-            |inv| blkqos::plan::build(&profile, inv, &sysfs, &Default::default(), &only).unwrap();
+        let plan = |inv| {
+            blkqos::plan::build(
+                &profile,
+                inv,
+                &sysfs,
+                &Default::default(),
+                &blkqos::plan::Scope::devices(&only),
+            )
+            .unwrap()
+        };
         let (a, f) = (plan(&around), plan(&full));
         assert_eq!(json(&a.devices), json(&f.devices), "plan for {}", d.name);
         // The full scan also warns about disks outside the event's stack.
@@ -219,7 +227,16 @@ fn plans_without_identity_reads_are_the_same() {
             .iter()
             .all(|d| d.model.is_none() && d.driver.is_none())
     );
-    let plan = |inv| blkqos::plan::build(&profile, inv, &sysfs, &Default::default(), &[]).unwrap();
+    let plan = |inv| {
+        blkqos::plan::build(
+            &profile,
+            inv,
+            &sysfs,
+            &Default::default(),
+            &blkqos::plan::Scope::all(),
+        )
+        .unwrap()
+    };
     let json = |p: blkqos::plan::Plan| serde_json::to_value(&p).unwrap();
     assert_eq!(json(plan(&lean)), json(plan(&scan(&sysfs))));
     let by_model = Profile::parse(
