@@ -9,22 +9,43 @@ use std::collections::BTreeSet;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApplyError {
-    #[error("{cause}; rolled back {rolled_back} write(s){}", rollback_note(.rollback_failures))]
+    #[error(
+        "{cause}; rolled back {rolled_back} write(s){}{}",
+        rollback_note(.rollback_failures),
+        unsaved_note(.unsaved)
+    )]
     Failed {
         cause: String,
         rolled_back: usize,
-        rollback_failures: Vec<String>,
+        rollback_failures: Vec<RollbackFailure>,
+        /// The state could not be saved after the failure either.
+        unsaved: Option<StateError>,
     },
     #[error(transparent)]
     State(#[from] StateError),
 }
 
-fn rollback_note(failures: &[String]) -> String {
+/// A value this run wrote and could not put back.
+#[derive(Debug)]
+pub struct RollbackFailure {
+    pub path: String,
+    pub message: String,
+}
+
+fn rollback_note(failures: &[RollbackFailure]) -> String {
     if failures.is_empty() {
         String::new()
     } else {
-        format!("; ROLLBACK INCOMPLETE: {}", failures.join("; "))
+        let list: Vec<&str> = failures.iter().map(|f| f.message.as_str()).collect();
+        format!("; ROLLBACK INCOMPLETE: {}", list.join("; "))
     }
+}
+
+fn unsaved_note(unsaved: &Option<StateError>) -> String {
+    unsaved
+        .as_ref()
+        .map(|e| format!("; and the saved state could not be updated: {e}"))
+        .unwrap_or_default()
 }
 
 /// What a transaction did.
@@ -68,14 +89,17 @@ fn transaction(sysfs: &Sysfs, changes: &[Change]) -> Result<Written, ApplyError>
                 match sysfs.write(&w.path, &w.before) {
                     Ok(()) => {}
                     Err(e) if is_vanished(&e) => {}
-                    Err(e) => rollback_failures
-                        .push(format!("{}: cannot restore {:?}: {e}", w.path, w.before)),
+                    Err(e) => rollback_failures.push(RollbackFailure {
+                        path: w.path.clone(),
+                        message: format!("{}: cannot restore {:?}: {e}", w.path, w.before),
+                    }),
                 }
             }
             return Err(ApplyError::Failed {
                 cause,
-                rolled_back: done.len(),
+                rolled_back: done.len() - rollback_failures.len(),
                 rollback_failures,
+                unsaved: None,
             });
         }
         out.changes.push(c.clone());
@@ -139,9 +163,26 @@ pub fn apply(sysfs: &Sysfs, locked: &mut Locked, plan: &Plan) -> Result<Written,
             }
             Ok(w)
         }
-        Err(e) => {
-            locked.state = before_state;
-            locked.save()?;
+        Err(mut e) => {
+            // What could not be rolled back still holds the new value: its
+            // original must stay saved for `restore`.
+            let mut next = before_state;
+            if let ApplyError::Failed {
+                rollback_failures, ..
+            } = &e
+            {
+                for f in rollback_failures {
+                    if let Some(s) = locked.state.saved.get(&f.path) {
+                        next.saved.insert(f.path.clone(), s.clone());
+                    }
+                }
+            }
+            locked.state = next;
+            if let Err(save) = locked.save()
+                && let ApplyError::Failed { unsaved, .. } = &mut e
+            {
+                *unsaved = Some(save);
+            }
             Err(e)
         }
     }
@@ -221,6 +262,7 @@ pub fn plan_restore(
                     cause: format!("{path}: cannot read: {e}"),
                     rolled_back: 0,
                     rollback_failures: Vec::new(),
+                    unsaved: None,
                 });
             }
         }

@@ -4,6 +4,10 @@
  * write(2) to a file whose path contains $BLKQOS_FAULT_MATCH fails with
  * errno $BLKQOS_FAULT_ERRNO, as a sysfs attribute's store() would. Every
  * other call goes to libc untouched. Counting is per process.
+ *
+ * $BLKQOS_FAULT_AT may list several writes ("3,5") and $BLKQOS_FAULT_MATCH
+ * several substrings ("/queue/|state.json"), counted together: a failed
+ * write followed by a failed rollback, or by a failed save of the state.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -19,12 +23,46 @@
 static char watched[MAX_FD];
 static int writes;
 
-static void note(int fd, const char *path)
+static int matches(const char *path)
 {
 	const char *match = getenv("BLKQOS_FAULT_MATCH");
+	char one[256];
 
+	while (match && path && *match) {
+		size_t n = strcspn(match, "|");
+
+		if (n > 0 && n < sizeof(one)) {
+			memcpy(one, match, n);
+			one[n] = '\0';
+			if (strstr(path, one))
+				return 1;
+		}
+		match += n + (match[n] == '|');
+	}
+	return 0;
+}
+
+static void note(int fd, const char *path)
+{
 	if (fd >= 0 && fd < MAX_FD)
-		watched[fd] = match && path && strstr(path, match) != NULL;
+		watched[fd] = matches(path);
+}
+
+/* Is write number n one of the comma-separated numbers in at? */
+static int listed(const char *at, int n)
+{
+	char *end;
+
+	while (at && *at) {
+		long k = strtol(at, &end, 10);
+
+		if (end == at)
+			return 0;
+		if (k == n)
+			return 1;
+		at = end + (*end == ',');
+	}
+	return 0;
 }
 
 #define OPENER(name, ...)						\
@@ -76,7 +114,7 @@ ssize_t write(int fd, const void *buf, size_t count)
 	if (!real)
 		real = (ssize_t (*)(int, const void *, size_t))dlsym(RTLD_NEXT, "write");
 	if (fd >= 0 && fd < MAX_FD && watched[fd] && at && err &&
-	    ++writes == atoi(at)) {
+	    listed(at, ++writes)) {
 		errno = atoi(err);
 		return -1;
 	}
