@@ -254,6 +254,13 @@ pub fn plan_restore(
                 after: saved.original.clone(),
                 owners: saved.owners.clone(),
             }),
+            Err(e) if is_vanished(&e) && device_present(sysfs, path) => {
+                // Only a device that left takes its original with it.
+                warnings.push(format!(
+                    "{path}: missing although its device is there; its saved original is kept"
+                ));
+                next.saved.insert(path.clone(), saved.clone());
+            }
             Err(e) if is_vanished(&e) => {
                 warnings.push(format!("{path}: gone; forgetting its saved value"))
             }
@@ -280,6 +287,18 @@ pub fn plan_restore(
             forgotten,
         },
     ))
+}
+
+/// Whether the device (disk or CPU) an attribute path belongs to is still
+/// in the tree.
+fn device_present(sysfs: &Sysfs, path: &str) -> bool {
+    let depth = if path.starts_with("devices/system/cpu/") {
+        4
+    } else {
+        2
+    };
+    let dir: Vec<&str> = path.split('/').take(depth).collect();
+    sysfs.exists(&dir.join("/"))
 }
 
 pub struct Restored {

@@ -4,6 +4,7 @@ use crate::apply::ApplyError;
 use crate::plan::PlanError;
 use crate::profile::ProfileError;
 use crate::state::StateError;
+use crate::sysfs::NotSysfs;
 
 /// Exit codes: 0 success, 1 an operation failed (rolled back) or verify found
 /// a mismatch, 2 usage or profile error (nothing written).
@@ -20,6 +21,8 @@ pub enum Error {
     Apply(#[from] ApplyError),
     #[error(transparent)]
     State(#[from] StateError),
+    #[error(transparent)]
+    NotSysfs(#[from] NotSysfs),
     #[error("{0}")]
     Usage(String),
 }
@@ -27,9 +30,10 @@ pub enum Error {
 impl Error {
     pub fn exit_code(&self) -> u8 {
         match self {
-            Error::Profile(_) | Error::Usage(_) | Error::Plan(PlanError::NoSuchDevice(_)) => {
-                EXIT_USAGE
-            }
+            Error::Profile(_)
+            | Error::Usage(_)
+            | Error::NotSysfs(_)
+            | Error::Plan(PlanError::NoSuchDevice(_)) => EXIT_USAGE,
             Error::Plan(PlanError::Read { .. }) | Error::Apply(_) | Error::State(_) => EXIT_FAILED,
         }
     }

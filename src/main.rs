@@ -18,6 +18,14 @@ fn main() -> ExitCode {
     };
     let mut out = String::new();
     let result = match &cli.command {
+        Command::Check { .. } => Ok(()),
+        _ => ctx.sysfs.check_tree(),
+    };
+    if let Err(e) = result {
+        log::error!("{e}");
+        return ExitCode::from(blkqos::error::Error::from(e).exit_code());
+    }
+    let result = match &cli.command {
         Command::List { json } => commands::list(&ctx, *json, &mut out),
         Command::Check { profile } => commands::check(profile, &mut out),
         Command::Apply {

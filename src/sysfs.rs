@@ -13,6 +13,13 @@ const MAX_ATTR_BYTES: u64 = 64 * 1024;
 /// Most attributes are a number or a name; a longer one takes a second read.
 const FIRST_READ: usize = 256;
 
+#[derive(Debug, thiserror::Error)]
+#[error("{}: not a sysfs tree (no {missing} there); check --sysfs or BLKQOS_SYSFS", root.display())]
+pub struct NotSysfs {
+    root: PathBuf,
+    missing: &'static str,
+}
+
 #[derive(Debug, Clone)]
 pub struct Sysfs {
     root: PathBuf,
@@ -30,6 +37,25 @@ impl Sysfs {
 
     pub fn root(&self) -> &Path {
         &self.root
+    }
+
+    /// Refuse a root that is not a sysfs tree: a wrong `--sysfs`, `/`, or an
+    /// unmounted `/sys` would otherwise look like a machine without disks,
+    /// where everything matches and every saved original looks gone.
+    pub fn check_tree(&self) -> Result<(), NotSysfs> {
+        let missing = if !self.root.is_dir() {
+            "directory"
+        } else if !self.path("block").is_dir() && !self.path("class/block").is_dir() {
+            "block/ or class/block/"
+        } else if !self.path("devices/system/cpu").is_dir() {
+            "devices/system/cpu/"
+        } else {
+            return Ok(());
+        };
+        Err(NotSysfs {
+            root: self.root.clone(),
+            missing,
+        })
     }
 
     /// True when this is the live /sys (libudev only describes that one).
