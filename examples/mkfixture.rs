@@ -1,7 +1,7 @@
 //! Build a fake sysfs tree: `cargo run --example mkfixture -- DIR [zoo|nvme:N] [queue|disk|none]`.
 //! Used by the benchmarks and the Ansible role's tests.
 
-use blkqos::backend::Abi;
+use blkqos::abi::Abi;
 use blkqos::fixture::Fixture;
 use std::process::ExitCode;
 

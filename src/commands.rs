@@ -1,8 +1,8 @@
 //! One function per command. Each appends what it prints to `out` and
 //! returns the exit code; errors go back to `main`, which maps them.
 
+use crate::abi::{Abi, knobs};
 use crate::apply;
-use crate::backend::{Abi, knobs};
 use crate::conflicts;
 use crate::discover::{self, Detail, Device, Inventory};
 use crate::error::{EXIT_FAILED, EXIT_USAGE, Error};

@@ -4,7 +4,7 @@
 //! udev properties come from libudev when the tree is the live one and a udev
 //! database exists.
 
-use crate::backend::Abi;
+use crate::abi::Abi;
 use crate::idle::parse_cpu_list;
 use crate::sysfs::{Sysfs, natural_cmp};
 use serde::Serialize;
@@ -202,7 +202,7 @@ pub fn scan_with(sysfs: &Sysfs, detail: Detail) -> Inventory {
     let partitions = partition_parents(sysfs);
     assemble(
         sysfs,
-        Found {
+        Candidates {
             names,
             properties,
             partitions,
@@ -260,7 +260,7 @@ pub fn scan_around_with(sysfs: &Sysfs, roots: &[String], detail: Detail) -> Inve
     };
     assemble(
         sysfs,
-        Found {
+        Candidates {
             names,
             properties,
             partitions,
@@ -349,7 +349,7 @@ fn is_number(s: &str) -> bool {
 }
 
 /// What a scan found out before reading each disk.
-struct Found {
+struct Candidates {
     names: Vec<String>,
     properties: crate::udevdb::Props,
     /// Partition name -> whole-disk name.
@@ -358,14 +358,14 @@ struct Found {
     warnings: Vec<String>,
 }
 
-fn assemble(sysfs: &Sysfs, found: Found, detail: Detail) -> Inventory {
-    let Found {
+fn assemble(sysfs: &Sysfs, candidates: Candidates, detail: Detail) -> Inventory {
+    let Candidates {
         mut names,
         mut properties,
         partitions,
         source,
         mut warnings,
-    } = found;
+    } = candidates;
     names.sort_by(|a, b| natural_cmp(a, b));
     let work: Vec<(String, BTreeMap<String, String>)> = names
         .into_iter()

@@ -11,7 +11,7 @@
 //! `tests/guest_layout.rs` holds the NVMe, multipath, md and dm parts to the
 //! layout a real 6.12 kernel shows in the QEMU guest of `kernel-patch/test`.
 
-use crate::backend::Abi;
+use crate::abi::Abi;
 use std::fs;
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};

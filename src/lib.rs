@@ -1,8 +1,8 @@
 //! blkqos: per-device, time-limited CPU idle-latency constraints for block
 //! devices. The pipeline: discover -> profile/match -> plan -> apply.
 
+pub mod abi;
 pub mod apply;
-pub mod backend;
 pub mod cli;
 pub mod commands;
 pub mod conflicts;

@@ -5,7 +5,7 @@
 //! devices land on one queue (or one CPU, for the static fallback) the
 //! strictest request wins, as PM QoS aggregates: lowest limit, longest timeout.
 
-use crate::backend::{Abi, knobs, resume};
+use crate::abi::{Abi, knobs, resume};
 use crate::discover::{Device, Inventory};
 use crate::idle::{self, AUTO_MAX_EXIT_US, format_cpus};
 use crate::profile::{Fallback, Limit, Profile};

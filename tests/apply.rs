@@ -1,7 +1,7 @@
 //! apply / verify / restore on fake trees: the user-visible contract.
 
 mod common;
-use blkqos::backend::Abi;
+use blkqos::abi::Abi;
 use blkqos::fixture::{Fixture, INTEL_IDLE};
 use common::{Env, MIXED, NVME_AUTO, change_paths};
 

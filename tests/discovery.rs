@@ -1,7 +1,7 @@
 //! `list` and resolution on trees laid out like Linux 6.12.
 
 mod common;
-use blkqos::backend::Abi;
+use blkqos::abi::Abi;
 use common::{Env, device};
 use serde_json::Value;
 

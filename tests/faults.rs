@@ -3,7 +3,7 @@
 //! (tests/faults/inject.c) around the real binary's write(2).
 
 mod common;
-use blkqos::backend::Abi;
+use blkqos::abi::Abi;
 use common::{Env, MIXED, Run};
 use serde_json::Value;
 use std::collections::BTreeMap;

@@ -9,7 +9,7 @@
 //! the two must agree line by line: the fixture follows the kernel.
 
 mod common;
-use blkqos::backend::Abi;
+use blkqos::abi::Abi;
 use blkqos::fixture::{Fixture, TEST_IDLE};
 use common::{Env, device};
 use std::collections::{BTreeMap, BTreeSet};

@@ -1,7 +1,7 @@
 //! `blkqos udev` (one event, from udev's environment) and `blkqos coldplug`.
 
 mod common;
-use blkqos::backend::Abi;
+use blkqos::abi::Abi;
 use common::{Env, NVME_AUTO, Run};
 use std::path::Path;
 

@@ -1,7 +1,7 @@
 //! Rule matching against discovered devices (library level, so udev
 //! properties can be supplied the way libudev would).
 
-use blkqos::backend::Abi;
+use blkqos::abi::Abi;
 use blkqos::discover::scan;
 use blkqos::fixture::Fixture;
 use blkqos::plan::owning_rule;

@@ -3,7 +3,7 @@
 //! would have.
 
 mod common;
-use blkqos::backend::Abi;
+use blkqos::abi::Abi;
 use blkqos::fixture::Fixture;
 use common::{Env, NVME_AUTO};
 use std::collections::BTreeMap;

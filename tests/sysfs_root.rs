@@ -3,7 +3,7 @@
 //! reported as matching and no saved original is forgotten.
 
 mod common;
-use blkqos::backend::Abi;
+use blkqos::abi::Abi;
 use common::{Env, NVME_AUTO};
 
 #[test]

@@ -1,7 +1,7 @@
 //! Shared helpers: a fake sysfs tree plus a way to run the real binary on it.
 #![allow(dead_code)]
 
-use blkqos::backend::Abi;
+use blkqos::abi::Abi;
 use blkqos::fixture::Fixture;
 use serde_json::Value;
 use std::path::{Path, PathBuf};

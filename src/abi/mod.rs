@@ -1,4 +1,5 @@
-//! Kernel ABIs that can carry a device's CPU-latency constraint.
+//! Kernel ABIs that carry a device's CPU-latency constraint: where their
+//! attributes are (path builders) and how values are written (encoders).
 //!
 //! Probed per request queue, in order of preference:
 //! 1. `queue/cpu_lat_limit_us` + `queue/cpu_lat_timeout_ms` (this project's patch),
