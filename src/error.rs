@@ -1,10 +1,10 @@
 //! The command's error type and its exit codes, decided in one place.
 
-use crate::apply::ApplyError;
 use crate::plan::PlanError;
 use crate::profile::ProfileError;
 use crate::state::StateError;
 use crate::sysfs::NotSysfs;
+use crate::transaction::ApplyError;
 
 /// Exit codes: 0 success, 1 an operation failed (rolled back) or verify found
 /// a mismatch, 2 usage or profile error (nothing written).

@@ -1,12 +1,11 @@
 //! CPU idle-state tables and CPU lists, and the "auto" limit choice.
 
 use crate::sysfs::Sysfs;
-use serde::Serialize;
 
 /// The generic "shallow enough" bound used when no state is named C1E.
 pub const AUTO_MAX_EXIT_US: u64 = 20;
 
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct IdleState {
     pub index: u32,
     pub name: String,
@@ -65,6 +64,16 @@ pub fn auto_choice(states: &[IdleState]) -> Option<&IdleState> {
     enabled()
         .filter(|s| s.latency_us <= AUTO_MAX_EXIT_US)
         .max_by_key(|s| (s.latency_us, s.index))
+}
+
+/// The limit "auto" means for a set of CPUs, given their idle-state tables:
+/// the strictest per-CPU choice, with the chosen state's name; `None` when
+/// no CPU has a table.
+pub fn auto_limit<'a>(tables: impl IntoIterator<Item = &'a [IdleState]>) -> Option<(u64, String)> {
+    tables
+        .into_iter()
+        .filter_map(|t| auto_choice(t).map(|s| (s.latency_us, s.name.clone())))
+        .min_by_key(|(lat, _)| *lat)
 }
 
 /// Linux's NR_CPUS tops out at 8192; leave room.

@@ -1,12 +1,13 @@
 //! blkqos: per-device, time-limited CPU idle-latency constraints for block
-//! devices. The pipeline: discover -> profile/match -> plan -> apply.
+//! devices. The pipeline: discover -> snapshot -> plan -> transaction, run
+//! by the engine; the commands (`cmd/`) present what it did.
 
 pub mod abi;
-pub mod apply;
 pub mod cli;
-pub mod commands;
+pub mod cmd;
 pub mod conflicts;
 pub mod discover;
+pub mod engine;
 pub mod error;
 pub mod fixture;
 pub mod hotplug;
@@ -16,6 +17,8 @@ pub mod matcher;
 pub mod plan;
 pub mod profile;
 pub mod report;
+pub mod snapshot;
 pub mod state;
 pub mod sysfs;
+pub mod transaction;
 mod udevdb;

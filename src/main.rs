@@ -1,5 +1,5 @@
 use blkqos::cli::{Cli, Command};
-use blkqos::commands::{self, Ctx};
+use blkqos::cmd::{self, Ctx};
 use blkqos::report::Style;
 use blkqos::state::StateDir;
 use blkqos::sysfs::Sysfs;
@@ -26,28 +26,30 @@ fn main() -> ExitCode {
         return ExitCode::from(blkqos::error::Error::from(e).exit_code());
     }
     let result = match &cli.command {
-        Command::List { json } => commands::list(&ctx, *json, &mut out),
-        Command::Check { profile } => commands::check(profile, &mut out),
+        Command::List { json } => cmd::list::list(&ctx, *json, &mut out),
+        Command::Check { profile } => cmd::check::check(profile, &mut out),
         Command::Apply {
             profile,
             dry_run,
             json,
             devices,
-        } => commands::apply(&ctx, profile, *dry_run, *json, devices, &mut out),
-        Command::Verify { profile, json } => commands::verify(&ctx, profile, *json, &mut out),
+        } => cmd::apply::apply(&ctx, profile, *dry_run, *json, devices, &mut out),
+        Command::Verify { profile, json } => cmd::verify::verify(&ctx, profile, *json, &mut out),
         Command::Restore {
             dry_run,
             json,
             devices,
-        } => commands::restore(&ctx, *dry_run, *json, devices, &mut out),
-        Command::Status { json } => commands::status(&ctx, *json, &mut out),
-        Command::Explain { profile, device } => commands::explain(&ctx, profile, device, &mut out),
+        } => cmd::restore::restore(&ctx, *dry_run, *json, devices, &mut out),
+        Command::Status { json } => cmd::status::status(&ctx, *json, &mut out),
+        Command::Explain { profile, device } => {
+            cmd::explain::explain(&ctx, profile, device, &mut out)
+        }
         Command::Udev {
             action,
             devpath,
             profile,
-        } => commands::udev(&ctx, action.as_deref(), devpath.as_deref(), profile),
-        Command::Coldplug { profile } => commands::coldplug(&ctx, profile),
+        } => cmd::hotplug::udev(&ctx, action.as_deref(), devpath.as_deref(), profile),
+        Command::Coldplug { profile } => cmd::hotplug::coldplug(&ctx, profile),
     };
     if cli.quiet && !wants_json(&cli.command) {
         out.clear();

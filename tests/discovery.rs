@@ -140,8 +140,9 @@ fn sysfs_root_comes_from_the_environment_too() {
 /// disk the devices and the plan must be exactly what a full scan gives.
 #[test]
 fn scanning_around_one_disk_agrees_with_the_full_scan() {
-    use blkqos::discover::{scan, scan_around};
+    use blkqos::discover::{Detail, Extent, scan};
     use blkqos::profile::Profile;
+    use blkqos::snapshot::Snapshot;
     use blkqos::sysfs::Sysfs;
     let env = Env::zoo(Abi::Queue);
     let sysfs = Sysfs::new(env.fx.root());
@@ -160,33 +161,25 @@ cpu_lat_limit_us = 30
 "#,
     )
     .unwrap();
-    let full = scan(&sysfs);
-    fn json<T: serde::Serialize>(v: &T) -> Value {
-        serde_json::to_value(v).unwrap()
-    }
+    let scan_around = |only: &[String]| scan(&sysfs, Extent::Around(only), Detail::FULL);
+    let full = scan(&sysfs, Extent::All, Detail::FULL);
     for d in &full.devices {
         let only = [d.name.clone()];
-        let around = scan_around(&sysfs, &only);
+        let around = scan_around(&only);
         let mut needed: Vec<&str> = vec![&d.name];
         needed.extend(d.targets.iter().map(String::as_str));
         needed.extend(d.holders.iter().map(String::as_str));
         for n in needed {
             let (a, f) = (around.get(n), full.get(n));
             assert!(a.is_some(), "{}: {n} not scanned", d.name);
-            assert_eq!(json(&a), json(&f), "{}: {n} differs", d.name);
+            assert_eq!(a, f, "{}: {n} differs", d.name);
         }
-        let plan = |inv| {
-            blkqos::plan::build(
-                &profile,
-                inv,
-                &sysfs,
-                &Default::default(),
-                &blkqos::plan::Scope::devices(&only),
-            )
-            .unwrap()
+        let plan = |inv: &blkqos::discover::Inventory| {
+            let snap = Snapshot::take(&sysfs, inv.clone(), Default::default(), Some(&profile));
+            blkqos::plan::build(&profile, &snap, &blkqos::plan::Scope::devices(&only)).unwrap()
         };
         let (a, f) = (plan(&around), plan(&full));
-        assert_eq!(json(&a.devices), json(&f.devices), "plan for {}", d.name);
+        assert_eq!(a.devices, f.devices, "plan for {}", d.name);
         // The full scan also warns about disks outside the event's stack.
         assert!(a.warnings.iter().all(|w| f.warnings.contains(w)));
     }
@@ -196,49 +189,41 @@ cpu_lat_limit_us = 30
         inv.devices.iter().map(|d| d.name.clone()).collect()
     };
     assert_eq!(
-        names(&scan_around(&sysfs, &["nvme2n1".into()])),
+        names(&scan_around(&["nvme2n1".into()])),
         ["md0", "nvme2n1", "nvme3n1"]
     );
     assert_eq!(
-        names(&scan_around(&sysfs, &["nvme4c5n1".into()])),
+        names(&scan_around(&["nvme4c5n1".into()])),
         ["nvme4c4n1", "nvme4c5n1", "nvme4n1"]
     );
-    assert_eq!(
-        names(&scan_around(&sysfs, &["sda".into()])),
-        ["dm-0", "sda"]
-    );
-    assert!(scan_around(&sysfs, &["gone".into()]).devices.is_empty());
+    assert_eq!(names(&scan_around(&["sda".into()])), ["dm-0", "sda"]);
+    assert!(scan_around(&["gone".into()]).devices.is_empty());
 }
 
 /// A plan whose rules do not match on identities skips reading them; it
 /// must come out the same as with everything read.
 #[test]
 fn plans_without_identity_reads_are_the_same() {
-    use blkqos::discover::{Detail, scan, scan_with};
+    use blkqos::discover::{Detail, Extent, scan};
     use blkqos::profile::Profile;
+    use blkqos::snapshot::Snapshot;
     use blkqos::sysfs::Sysfs;
     let env = Env::zoo(Abi::Queue);
     let sysfs = Sysfs::new(env.fx.root());
     let profile = Profile::parse(std::path::Path::new("p.toml"), common::MIXED).unwrap();
     assert!(!profile.rules.iter().any(|r| r.matcher.uses_identity()));
-    let lean = scan_with(&sysfs, Detail { identity: false });
+    let lean = scan(&sysfs, Extent::All, Detail { identity: false });
     assert!(
         lean.devices
             .iter()
             .all(|d| d.model.is_none() && d.driver.is_none())
     );
     let plan = |inv| {
-        blkqos::plan::build(
-            &profile,
-            inv,
-            &sysfs,
-            &Default::default(),
-            &blkqos::plan::Scope::all(),
-        )
-        .unwrap()
+        let snap = Snapshot::take(&sysfs, inv, Default::default(), Some(&profile));
+        blkqos::plan::build(&profile, &snap, &blkqos::plan::Scope::all()).unwrap()
     };
-    let json = |p: blkqos::plan::Plan| serde_json::to_value(&p).unwrap();
-    assert_eq!(json(plan(&lean)), json(plan(&scan(&sysfs))));
+    let full = scan(&sysfs, Extent::All, Detail::FULL);
+    assert_eq!(plan(lean), plan(full));
     let by_model = Profile::parse(
         std::path::Path::new("m.toml"),
         "[[rule]]\nname = \"m\"\nmatch = { model = \"X*\" }\n",

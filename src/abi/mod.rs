@@ -11,10 +11,8 @@ pub mod knobs;
 pub mod resume;
 
 use crate::sysfs::Sysfs;
-use serde::Serialize;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Abi {
     /// `/sys/block/<disk>/queue/cpu_lat_*`.
     Queue,

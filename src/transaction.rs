@@ -1,11 +1,9 @@
-//! Write a plan (or saved originals) transactionally: every value is read
-//! back, and on the first failure everything this run wrote is put back.
+//! Write a plan transactionally: every value is read back, and on the first
+//! failure everything this run wrote is put back.
 
-use crate::discover::Inventory;
-use crate::plan::{Change, Plan, live_value, same_value};
-use crate::state::{Locked, Saved, State, StateError};
+use crate::plan::{Change, Plan, same_value};
+use crate::state::{Locked, Saved, StateError};
 use crate::sysfs::{Sysfs, is_vanished};
-use std::collections::BTreeSet;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApplyError {
@@ -107,58 +105,55 @@ fn transaction(sysfs: &Sysfs, changes: &[Change]) -> Result<Written, ApplyError>
     Ok(out)
 }
 
-/// Apply a plan. Originals are saved (and persisted) before the first write,
-/// so even a crash mid-run leaves `restore` able to undo it.
-pub fn apply(sysfs: &Sysfs, locked: &mut Locked, plan: &Plan) -> Result<Written, ApplyError> {
+/// Write a plan. Originals are saved (and persisted) before the first
+/// write, so even a crash mid-run leaves `restore` able to undo it; once
+/// written, the plan's edits to the saved state are made and saved.
+pub fn write(sysfs: &Sysfs, locked: &mut Locked, plan: &Plan) -> Result<Written, ApplyError> {
     let changes: Vec<Change> = plan.changes().cloned().collect();
     let mut added = Vec::new();
     let before_state = locked.state.clone();
     for c in &changes {
         match locked.state.saved.get_mut(&c.path) {
-            Some(s) => s.owners.extend(c.owners.iter().cloned()),
+            Some(s) => s.owners.extend(c.contributors.iter().cloned()),
             None => {
                 locked.state.saved.insert(
                     c.path.clone(),
                     Saved {
                         original: c.before.clone(),
-                        owners: c.owners.clone(),
+                        owners: c.contributors.clone(),
                     },
                 );
                 added.push(c.path.clone());
             }
         }
     }
-    for d in &plan.devices {
-        match &d.rule {
-            Some(r) => locked.state.rules.insert(d.name.clone(), r.clone()),
-            None => locked.state.rules.remove(&d.name),
+    if plan.forget_all_rules {
+        locked.state.rules.clear();
+    }
+    for (device, rule) in &plan.rules {
+        match rule {
+            Some(r) => locked.state.rules.insert(device.clone(), r.clone()),
+            None => locked.state.rules.remove(device),
         };
     }
     if !changes.is_empty() || locked.state != before_state {
         locked.save()?;
     }
     match transaction(sysfs, &changes) {
-        Ok(w) => {
-            let mut forget: Vec<&String> =
-                w.vanished.iter().filter(|p| added.contains(p)).collect();
-            // A released path now holds its original (or is gone): forget it.
-            forget.extend(&plan.released);
-            let before = locked.state.clone();
+        Ok(mut w) => {
+            let written = locked.state.clone();
+            // What vanished before this run saved anything for it is not ours.
+            let forget = (w.vanished.iter())
+                .filter(|p| added.contains(p))
+                .chain(&plan.forget);
             for p in forget {
                 locked.state.saved.remove(p);
             }
-            if let Some(gone) = &plan.removed {
-                // A removed device serves nothing; what served only it went
-                // back above or left with it.
-                for s in locked.state.saved.values_mut() {
-                    s.owners.remove(gone);
-                }
-                locked.state.saved.retain(|_, s| !s.owners.is_empty());
-                locked.state.rules.remove(gone);
+            for s in locked.state.saved.values_mut() {
+                s.owners.retain(|o| !plan.disown.contains(o));
             }
-            let mut w = w;
-            w.forgotten = before.saved.len() - locked.state.saved.len();
-            if locked.state != before {
+            w.forgotten = written.saved.len() - locked.state.saved.len();
+            if locked.state != written {
                 locked.save()?;
             }
             Ok(w)
@@ -188,126 +183,6 @@ pub fn apply(sysfs: &Sysfs, locked: &mut Locked, plan: &Plan) -> Result<Written,
     }
 }
 
-/// Put back the saved originals of the given devices (all when empty) and
-/// forget them. A per-CPU value shared with devices not being restored stays.
-pub fn restore(
-    sysfs: &Sysfs,
-    locked: &mut Locked,
-    inv: &Inventory,
-    devices: &[String],
-) -> Result<Restored, ApplyError> {
-    let (next, mut planned) = plan_restore(sysfs, &locked.state, inv, devices)?;
-    let written = transaction(sysfs, &planned.changes)?;
-    planned.warnings.extend(
-        written
-            .vanished
-            .iter()
-            .map(|p| format!("{p}: vanished; forgetting its saved value")),
-    );
-    planned.changes = written.changes;
-    if next != locked.state {
-        locked.state = next;
-        locked.save()?;
-    }
-    Ok(planned)
-}
-
-/// What restoring the given devices (all when empty) would write, and the
-/// state that remains afterwards; reads only.
-pub fn plan_restore(
-    sysfs: &Sysfs,
-    state: &State,
-    inv: &Inventory,
-    devices: &[String],
-) -> Result<(State, Restored), ApplyError> {
-    let scope: Option<BTreeSet<String>> = (!devices.is_empty()).then(|| {
-        let mut s: BTreeSet<String> = devices.iter().cloned().collect();
-        for d in devices {
-            if let Some(dev) = inv.get(d) {
-                s.extend(dev.targets.iter().cloned());
-            }
-        }
-        s
-    });
-    let mut next = state.clone();
-    let mut changes = Vec::new();
-    let mut warnings = Vec::new();
-    for (path, saved) in &state.saved {
-        if let Some(s) = &scope {
-            if saved.owners.is_disjoint(s) {
-                continue;
-            }
-            let shared_cpu = path.starts_with("devices/system/cpu/") && !saved.owners.is_subset(s);
-            if shared_cpu {
-                if let Some(e) = next.saved.get_mut(path) {
-                    e.owners.retain(|o| !s.contains(o));
-                }
-                continue;
-            }
-        }
-        next.saved.remove(path);
-        match sysfs.read(path) {
-            Ok(v) if same_value(path, &v, &saved.original) => {}
-            Ok(v) => changes.push(Change {
-                path: path.clone(),
-                before: live_value(path, &v),
-                after: saved.original.clone(),
-                owners: saved.owners.clone(),
-            }),
-            Err(e) if is_vanished(&e) && device_present(sysfs, path) => {
-                // Only a device that left takes its original with it.
-                warnings.push(format!(
-                    "{path}: missing although its device is there; its saved original is kept"
-                ));
-                next.saved.insert(path.clone(), saved.clone());
-            }
-            Err(e) if is_vanished(&e) => {
-                warnings.push(format!("{path}: gone; forgetting its saved value"))
-            }
-            Err(e) => {
-                return Err(ApplyError::Failed {
-                    cause: format!("{path}: cannot read: {e}"),
-                    rolled_back: 0,
-                    rollback_failures: Vec::new(),
-                    unsaved: None,
-                });
-            }
-        }
-    }
-    match &scope {
-        Some(s) => next.rules.retain(|d, _| !s.contains(d)),
-        None => next.rules.clear(),
-    }
-    let forgotten = state.saved.len() - next.saved.len();
-    Ok((
-        next,
-        Restored {
-            changes,
-            warnings,
-            forgotten,
-        },
-    ))
-}
-
-/// Whether the device (disk or CPU) an attribute path belongs to is still
-/// in the tree.
-fn device_present(sysfs: &Sysfs, path: &str) -> bool {
-    let depth = if path.starts_with("devices/system/cpu/") {
-        4
-    } else {
-        2
-    };
-    let dir: Vec<&str> = path.split('/').take(depth).collect();
-    sysfs.exists(&dir.join("/"))
-}
-
-pub struct Restored {
-    pub changes: Vec<Change>,
-    pub warnings: Vec<String>,
-    /// Saved values dropped from the state (put back or gone).
-    pub forgotten: usize,
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -318,7 +193,7 @@ mod tests {
             path: path.into(),
             before: before.into(),
             after: after.into(),
-            owners: BTreeSet::new(),
+            contributors: Default::default(),
         }
     }
 
