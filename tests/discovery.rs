@@ -231,3 +231,35 @@ fn plans_without_identity_reads_are_the_same() {
     .unwrap();
     assert!(by_model.rules[0].matcher.uses_identity());
 }
+
+/// Model and serial strings come from the hardware (INQUIRY, identify
+/// data) and may hold escape sequences or newlines: `list` and `explain`
+/// print them escaped, never raw to the terminal.
+#[test]
+fn hardware_strings_are_printed_with_control_characters_escaped() {
+    let env = Env::with(|root| {
+        let mut f = blkqos::fixture::Fixture::new(root, 2, Abi::Queue);
+        f.nvme(0, "EVIL\x1b]0;pwned\x07\x1b[2J", "S1\nforged line");
+        f
+    });
+    let p = env.profile("p.toml", common::NVME_AUTO);
+    for args in [
+        vec!["list"],
+        vec!["explain", p.to_str().unwrap(), "nvme0n1"],
+    ] {
+        let r = env.run(&args);
+        assert_eq!(r.code, 0, "{args:?}: {}", r.stderr);
+        assert!(
+            !r.stdout.contains(['\x1b', '\x07']),
+            "{args:?}: raw control characters in {:?}",
+            r.stdout
+        );
+        assert!(
+            r.stdout.contains(r"EVIL\x1b]0;pwned\x07\x1b[2J"),
+            "{args:?}: {}",
+            r.stdout
+        );
+    }
+    let ex = env.run(&["explain", p.to_str().unwrap(), "nvme0n1"]).stdout;
+    assert!(ex.contains(r"serial S1\nforged line"), "{ex}");
+}

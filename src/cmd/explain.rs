@@ -9,7 +9,7 @@ use crate::error::Error;
 use crate::idle::format_cpus;
 use crate::plan::{Change, PlanError, Scope};
 use crate::profile::Profile;
-use crate::report::warnings;
+use crate::report::{escape_control, warnings};
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -35,14 +35,14 @@ pub fn explain(
         d.name,
         d.kind.as_str(),
         d.transport,
-        d.model.as_deref().unwrap_or("-"),
-        d.serial.as_deref().unwrap_or("-"),
-        d.wwid.as_deref().unwrap_or("-"),
-        d.driver.as_deref().unwrap_or("-"),
+        shown(&d.model),
+        shown(&d.serial),
+        shown(&d.wwid),
+        shown(&d.driver),
         if d.pci.is_empty() {
             "-".into()
         } else {
-            d.pci.join(",")
+            escape_control(&d.pci.join(",")).into_owned()
         },
     );
     if let Some(why) = &d.excluded {
@@ -145,4 +145,10 @@ pub fn explain(
     }
     out.push_str(&warnings(st, &plan.warnings));
     Ok(0)
+}
+
+/// A hardware string as one safe line, `-` when there is none.
+fn shown(v: &Option<String>) -> String {
+    v.as_deref()
+        .map_or_else(|| "-".to_string(), |s| escape_control(s).into_owned())
 }

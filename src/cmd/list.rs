@@ -5,7 +5,7 @@ use super::{Ctx, doc};
 use crate::abi::{Abi, knobs};
 use crate::discover::{self, Detail, Device, Extent};
 use crate::error::Error;
-use crate::report::{human_size, table, warnings};
+use crate::report::{escape_control, human_size, table, warnings};
 use crate::snapshot::Snapshot;
 use crate::state::State;
 use serde::Serialize;
@@ -120,7 +120,7 @@ pub fn list(ctx: &Ctx, json: bool, out: &mut String) -> Result<u8, Error> {
                 d.name.clone(),
                 d.kind.as_str().into(),
                 d.transport.to_string(),
-                dash(d.model.as_deref()),
+                escape_control(&dash(d.model.as_deref())).into_owned(),
                 human_size(d.size_bytes),
                 d.abi.describe().into(),
                 dash(r.knobs.cpu_lat_limit_us.as_deref()),

@@ -7,7 +7,7 @@ use crate::conflicts;
 use crate::discover::{self, Detail, Extent};
 use crate::error::Error;
 use crate::idle::{self, IdleState, format_cpus};
-use crate::report::{Style, table, warnings};
+use crate::report::{Style, escape_control, table, warnings};
 use crate::snapshot::Snapshot;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -211,7 +211,7 @@ fn residency_table(style: Style, cpus: &[CpuStatus]) -> String {
             };
             vec![
                 format!("  state{}", s.index),
-                s.name.to_string(),
+                escape_control(s.name).into_owned(),
                 s.latency_us.to_string(),
                 s.residency_us.to_string(),
                 if s.disabled {
