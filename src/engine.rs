@@ -9,7 +9,7 @@ use crate::error::Error;
 use crate::plan::{self, Plan, Scope};
 use crate::profile::Profile;
 use crate::snapshot::Snapshot;
-use crate::state::{State, StateDir};
+use crate::state::{State, StateDir, StateError};
 use crate::sysfs::Sysfs;
 use crate::transaction;
 use std::collections::{BTreeSet, HashSet};
@@ -53,7 +53,10 @@ impl Engine<'_> {
     /// replaced, and parallel runs (udev workers, the boot unit) take turns.
     pub fn run(&self, job: &Job) -> Result<Done, Box<Failed>> {
         let failed = |error: Error, plan| Box::new(Failed { error, plan });
-        let mut locked = self.state.lock().map_err(|e| failed(e.into(), None))?;
+        let mut locked = self
+            .state
+            .lock()
+            .map_err(|e| failed(needs_root(job, e), None))?;
         let (snap, scope) = self.snapshot(job, locked.state.clone(), None);
         let mut plan = plan_for(job, &snap, &scope).map_err(|e| failed(e, None))?;
         match transaction::write(self.sysfs, &mut locked, &plan) {
@@ -142,6 +145,27 @@ impl Engine<'_> {
             scope.devices.retain(|d| inventory.get(d).is_some());
         }
         (Snapshot::take(self.sysfs, inventory, state, profile), scope)
+    }
+}
+
+/// A state directory closed to a user who is not root means the command
+/// needs root, not that something broke.
+fn needs_root(job: &Job, e: StateError) -> Error {
+    // SAFETY: geteuid() has no preconditions and cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    match &e {
+        StateError::Io { source, .. }
+            if !root && source.kind() == std::io::ErrorKind::PermissionDenied =>
+        {
+            Error::NeedsRoot {
+                command: match job {
+                    Job::Apply { .. } => "apply",
+                    Job::Restore { .. } => "restore",
+                },
+                cause: e,
+            }
+        }
+        _ => e.into(),
     }
 }
 

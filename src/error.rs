@@ -23,6 +23,11 @@ pub enum Error {
     State(#[from] StateError),
     #[error(transparent)]
     NotSysfs(#[from] NotSysfs),
+    #[error("{command} needs root ({cause}); --dry-run shows the plan without it")]
+    NeedsRoot {
+        command: &'static str,
+        cause: StateError,
+    },
     #[error("{0}")]
     Usage(String),
 }
@@ -33,6 +38,7 @@ impl Error {
             Error::Profile(_)
             | Error::Usage(_)
             | Error::NotSysfs(_)
+            | Error::NeedsRoot { .. }
             | Error::Plan(PlanError::NoSuchDevice(_)) => EXIT_USAGE,
             Error::Plan(PlanError::Read { .. }) | Error::Apply(_) | Error::State(_) => EXIT_FAILED,
         }

@@ -6,6 +6,7 @@ pub mod abi;
 pub mod cli;
 pub mod cmd;
 pub mod conflicts;
+pub mod devname;
 pub mod discover;
 pub mod engine;
 pub mod error;

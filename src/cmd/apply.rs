@@ -1,6 +1,6 @@
 //! `apply`: write what the profile wants, or show it (`--dry-run`).
 
-use super::{Ctx, check_names, doc};
+use super::{Ctx, doc, kernel_names};
 use crate::engine::{Failed, Job};
 use crate::error::Error;
 use crate::plan::{Change, DevicePlan, Plan, Scope};
@@ -66,8 +66,8 @@ pub fn apply(
     devices: &[String],
     out: &mut String,
 ) -> Result<u8, Error> {
-    check_names(devices)?;
-    let scope = Scope::devices(devices);
+    let devices = kernel_names(devices)?;
+    let scope = Scope::devices(&devices);
     if dry_run {
         let profile = Profile::load(profile)?;
         let preview = ctx.engine().preview(&Job::Apply {

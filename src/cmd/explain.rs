@@ -1,7 +1,7 @@
 //! `explain`: which rule matches a device and why, which queues it
 //! resolves to, and what applying the profile would write there.
 
-use super::Ctx;
+use super::{Ctx, kernel_name};
 use crate::abi::Abi;
 use crate::discover::{self, Detail, Extent};
 use crate::engine::Job;
@@ -20,6 +20,7 @@ pub fn explain(
     out: &mut String,
 ) -> Result<u8, Error> {
     let profile = Profile::load(profile_path)?;
+    let device = &kernel_name(device)?;
     let only = [device.to_string()];
     // every disk: the warnings are the machine's, as `apply` shows them
     let inv = discover::scan(&ctx.sysfs, Extent::All, Detail::FULL);

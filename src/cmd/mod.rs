@@ -12,9 +12,9 @@ pub mod restore;
 pub mod status;
 pub mod verify;
 
+use crate::devname;
 use crate::engine::Engine;
 use crate::error::Error;
-use crate::hotplug::is_kernel_name;
 use crate::report::{Document, JSON_SCHEMA, Style};
 use crate::state::StateDir;
 use crate::sysfs::Sysfs;
@@ -35,14 +35,16 @@ impl Ctx {
     }
 }
 
-/// `--device` names go into sysfs paths: only kernel block device names.
-fn check_names(devices: &[String]) -> Result<(), Error> {
-    match devices.iter().find(|n| !is_kernel_name(n)) {
-        Some(bad) => Err(Error::Usage(format!(
-            "--device {bad:?}: not a block device name"
-        ))),
-        None => Ok(()),
-    }
+/// The kernel names of `--device` arguments, given as names or /dev
+/// paths; they go into sysfs paths, so anything else is refused.
+fn kernel_names(devices: &[String]) -> Result<Vec<String>, Error> {
+    devices.iter().map(|d| kernel_name(d)).collect()
+}
+
+/// The kernel name of one device argument.
+fn kernel_name(arg: &str) -> Result<String, Error> {
+    devname::kernel_name(arg)
+        .ok_or_else(|| Error::Usage(format!("{arg:?}: not a block device name or /dev path")))
 }
 
 /// The versioned JSON document every `--json` command prints.

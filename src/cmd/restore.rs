@@ -1,7 +1,7 @@
 //! `restore`: put back the originals saved by apply.
 
 use super::apply::ChangeOut;
-use super::{Ctx, check_names, doc};
+use super::{Ctx, doc, kernel_names};
 use crate::engine::Job;
 use crate::error::Error;
 use crate::plan::{Plan, Scope};
@@ -24,9 +24,9 @@ pub fn restore(
     devices: &[String],
     out: &mut String,
 ) -> Result<u8, Error> {
-    check_names(devices)?;
+    let devices = kernel_names(devices)?;
     let job = Job::Restore {
-        scope: Scope::devices(devices),
+        scope: Scope::devices(&devices),
     };
     let (plan, forgotten): (Plan, usize) = if dry_run {
         let plan = ctx.engine().preview(&job)?.plan;
