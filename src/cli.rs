@@ -149,6 +149,23 @@ pub enum Command {
     },
 }
 
+impl Command {
+    /// The subcommand's name, as typed.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Command::List { .. } => "list",
+            Command::Check { .. } => "check",
+            Command::Apply { .. } => "apply",
+            Command::Verify { .. } => "verify",
+            Command::Restore { .. } => "restore",
+            Command::Status { .. } => "status",
+            Command::Explain { .. } => "explain",
+            Command::Udev { .. } => "udev",
+            Command::Coldplug { .. } => "coldplug",
+        }
+    }
+}
+
 /// Where the package installs the profile the udev rule and the boot unit use.
 pub const DEFAULT_PROFILE: &str = "/etc/blkqos/blkqos.toml";
 

@@ -5,11 +5,14 @@ use crate::profile::ProfileError;
 use crate::state::StateError;
 use crate::sysfs::NotSysfs;
 use crate::transaction::ApplyError;
+use std::path::{Path, PathBuf};
 
 /// Exit codes: 0 success, 1 an operation failed (rolled back) or verify found
-/// a mismatch, 2 usage or profile error (nothing written).
+/// a mismatch, 2 usage or profile error (nothing written). `verify` follows
+/// diff and cmp: 0 same, 1 differs, 2 could not check.
 pub const EXIT_FAILED: u8 = 1;
 pub const EXIT_USAGE: u8 = 2;
+pub const EXIT_VERIFY_TROUBLE: u8 = 2;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -32,7 +35,62 @@ pub enum Error {
     Usage(String),
 }
 
+/// Where an error points: a file, and a line and column in it.
+#[derive(Debug, Default, PartialEq)]
+pub struct Location {
+    pub file: Option<PathBuf>,
+    pub line: Option<usize>,
+    pub column: Option<usize>,
+}
+
 impl Error {
+    /// A stable name for the kind of error, for the JSON document.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Error::Profile(ProfileError::Read { .. }) => "profile-unreadable",
+            Error::Profile(ProfileError::Untrusted { .. }) => "profile-untrusted",
+            Error::Profile(ProfileError::Invalid { .. }) => "profile-invalid",
+            Error::Plan(PlanError::NoSuchDevice(_)) => "no-such-device",
+            Error::Plan(PlanError::Read { .. }) => "read-failed",
+            Error::Apply(ApplyError::Failed { .. }) => "write-failed",
+            Error::Apply(ApplyError::State(_)) | Error::State(_) => "state",
+            Error::NotSysfs(_) => "not-sysfs",
+            Error::NeedsRoot { .. } => "needs-root",
+            Error::Usage(_) => "usage",
+        }
+    }
+
+    /// The file (and line and column) the error is about, where there is one.
+    pub fn location(&self) -> Location {
+        let file = |f: &Path| Location {
+            file: Some(f.to_path_buf()),
+            ..Location::default()
+        };
+        match self {
+            Error::Profile(ProfileError::Invalid {
+                file: f,
+                line,
+                column,
+                ..
+            }) => Location {
+                file: Some(f.clone()),
+                line: Some(*line),
+                column: Some(*column),
+            },
+            Error::Profile(ProfileError::Read { file: f, .. })
+            | Error::Profile(ProfileError::Untrusted { file: f, .. }) => file(f),
+            Error::State(StateError::Io { path, .. } | StateError::Corrupt { path, .. })
+            | Error::Apply(ApplyError::State(
+                StateError::Io { path, .. } | StateError::Corrupt { path, .. },
+            ))
+            | Error::NeedsRoot {
+                cause: StateError::Io { path, .. } | StateError::Corrupt { path, .. },
+                ..
+            } => file(path),
+            _ => Location::default(),
+        }
+    }
+
     pub fn exit_code(&self) -> u8 {
         match self {
             Error::Profile(_)

@@ -15,8 +15,25 @@ pub struct Document<'a, D: Serialize> {
     pub dry_run: bool,
     pub devices: D,
     pub warnings: &'a [String],
+    /// The error's message, when the command failed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// What kind of error, and where in which file, when the command failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failure: Option<Failure>,
+}
+
+/// A failed command's error in the JSON document.
+#[derive(Serialize)]
+pub struct Failure {
+    pub kind: &'static str,
+    pub message: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub line: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub column: Option<usize>,
 }
 
 impl<D: Serialize> Document<'_, D> {
@@ -136,10 +153,12 @@ pub fn human_size(bytes: u64) -> String {
     }
 }
 
-pub fn warnings(style: Style, list: &[String]) -> String {
-    list.iter()
-        .map(|w| format!("{} {w}\n", style.bad("warning:")))
-        .collect()
+/// Warnings go to stderr with the other messages (`-q` silences them):
+/// stdout holds only what the command prints, a table or one JSON document.
+pub fn warn_all(list: &[String]) {
+    for w in list {
+        log::warn!("{w}");
+    }
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@ use crate::engine::{Failed, Job};
 use crate::error::Error;
 use crate::plan::{Change, DevicePlan, Plan, Scope};
 use crate::profile::Profile;
-use crate::report::{Style, table, warnings};
+use crate::report::{Style, table, warn_all};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -108,7 +108,7 @@ pub fn apply(
                     false,
                     &devices,
                     &plan.warnings,
-                    Some(error.to_string()),
+                    Some(&error),
                 ));
             }
             Err(error)
@@ -137,7 +137,7 @@ fn emit_plan(style: Style, plan: &Plan, dry_run: bool, json: bool, out: &mut Str
         (false, _) => format!("{n} change(s) made"),
     };
     let _ = writeln!(out, "{verb}");
-    out.push_str(&warnings(style, &plan.warnings));
+    warn_all(&plan.warnings);
 }
 
 fn plan_table(style: Style, plan: &Plan) -> String {

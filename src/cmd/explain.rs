@@ -9,7 +9,7 @@ use crate::error::Error;
 use crate::idle::format_cpus;
 use crate::plan::{Change, PlanError, Scope};
 use crate::profile::Profile;
-use crate::report::{escape_control, warnings};
+use crate::report::{escape_control, warn_all};
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -144,7 +144,7 @@ pub fn explain(
     for c in changes {
         let _ = writeln!(out, "would write {}: {} -> {}", c.path, c.before, c.after);
     }
-    out.push_str(&warnings(st, &plan.warnings));
+    warn_all(&plan.warnings);
     Ok(0)
 }
 

@@ -5,7 +5,7 @@ use super::{Ctx, doc};
 use crate::abi::{Abi, knobs};
 use crate::discover::{self, Detail, Device, Extent};
 use crate::error::Error;
-use crate::report::{escape_control, human_size, table, warnings};
+use crate::report::{escape_control, human_size, table, warn_all};
 use crate::snapshot::Snapshot;
 use crate::state::State;
 use serde::Serialize;
@@ -146,6 +146,6 @@ pub fn list(ctx: &Ctx, json: bool, out: &mut String) -> Result<u8, Error> {
         ],
         &body,
     ));
-    out.push_str(&warnings(ctx.style, &inv.warnings));
+    warn_all(&inv.warnings);
     Ok(0)
 }

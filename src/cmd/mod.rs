@@ -15,7 +15,7 @@ pub mod verify;
 use crate::devname;
 use crate::engine::Engine;
 use crate::error::Error;
-use crate::report::{Document, JSON_SCHEMA, Style};
+use crate::report::{Document, Failure, JSON_SCHEMA, Style};
 use crate::state::StateDir;
 use crate::sysfs::Sysfs;
 use serde::Serialize;
@@ -54,7 +54,7 @@ fn doc<D: Serialize>(
     dry_run: bool,
     devices: D,
     warnings: &[String],
-    error: Option<String>,
+    error: Option<&Error>,
 ) -> String {
     Document {
         schema: JSON_SCHEMA,
@@ -63,7 +63,24 @@ fn doc<D: Serialize>(
         dry_run,
         devices,
         warnings,
-        error,
+        error: error.map(|e| e.to_string()),
+        failure: error.map(failure),
     }
     .render()
+}
+
+/// The document of a command that failed before it had anything to show.
+pub fn error_doc(command: &str, dry_run: bool, error: &Error) -> String {
+    doc(command, false, dry_run, [(); 0], &[], Some(error))
+}
+
+fn failure(e: &Error) -> Failure {
+    let at = e.location();
+    Failure {
+        kind: e.kind(),
+        message: e.to_string(),
+        file: at.file.map(|f| f.display().to_string()),
+        line: at.line,
+        column: at.column,
+    }
 }

@@ -5,7 +5,7 @@ use super::{Ctx, doc, kernel_names};
 use crate::engine::Job;
 use crate::error::Error;
 use crate::plan::{Plan, Scope};
-use crate::report::{table, warnings};
+use crate::report::{table, warn_all};
 use serde::Serialize;
 use std::fmt::Write as _;
 
@@ -83,6 +83,6 @@ pub fn restore(
             &rows,
         ));
     }
-    out.push_str(&warnings(ctx.style, &plan.warnings));
+    warn_all(&plan.warnings);
     Ok(0)
 }

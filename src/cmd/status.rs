@@ -7,7 +7,7 @@ use crate::conflicts;
 use crate::discover::{self, Detail, Extent};
 use crate::error::Error;
 use crate::idle::{self, IdleState, format_cpus};
-use crate::report::{Style, escape_control, table, warnings};
+use crate::report::{Style, escape_control, table, warn_all};
 use crate::snapshot::Snapshot;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -185,7 +185,7 @@ pub fn status(ctx: &Ctx, json: bool, out: &mut String) -> Result<u8, Error> {
             ctx.state.file().display()
         );
     }
-    out.push_str(&warnings(ctx.style, &warn));
+    warn_all(&warn);
     Ok(0)
 }
 

@@ -6,7 +6,7 @@ use crate::engine::Job;
 use crate::error::{EXIT_FAILED, Error};
 use crate::plan::Scope;
 use crate::profile::Profile;
-use crate::report::{table, warnings};
+use crate::report::{table, warn_all};
 use serde::Serialize;
 use std::fmt::Write as _;
 use std::path::Path;
@@ -59,7 +59,7 @@ pub fn verify(ctx: &Ctx, profile: &Path, json: bool, out: &mut String) -> Result
                 profile_path.display()
             );
         }
-        out.push_str(&warnings(ctx.style, &plan.warnings));
+        warn_all(&plan.warnings);
     }
     Ok(if ok { 0 } else { EXIT_FAILED })
 }
