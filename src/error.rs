@@ -4,7 +4,7 @@ use crate::plan::PlanError;
 use crate::profile::ProfileError;
 use crate::state::StateError;
 use crate::sysfs::NotSysfs;
-use crate::transaction::ApplyError;
+use crate::transaction::WriteError;
 use std::path::{Path, PathBuf};
 
 /// Exit codes: 0 success, 1 an operation failed (rolled back) or verify found
@@ -21,7 +21,7 @@ pub enum Error {
     #[error(transparent)]
     Plan(#[from] PlanError),
     #[error(transparent)]
-    Apply(#[from] ApplyError),
+    Write(#[from] WriteError),
     #[error(transparent)]
     State(#[from] StateError),
     #[error(transparent)]
@@ -52,8 +52,8 @@ impl Error {
             Error::Profile(ProfileError::Invalid { .. }) => "profile-invalid",
             Error::Plan(PlanError::NoSuchDevice(_)) => "no-such-device",
             Error::Plan(PlanError::Read { .. }) => "read-failed",
-            Error::Apply(ApplyError::Failed { .. }) => "write-failed",
-            Error::Apply(ApplyError::State(_)) | Error::State(_) => "state",
+            Error::Write(WriteError::Failed { .. }) => "write-failed",
+            Error::Write(WriteError::State(_)) | Error::State(_) => "state",
             Error::NotSysfs(_) => "not-sysfs",
             Error::NeedsRoot { .. } => "needs-root",
             Error::Usage(_) => "usage",
@@ -80,7 +80,7 @@ impl Error {
             Error::Profile(ProfileError::Read { file: f, .. })
             | Error::Profile(ProfileError::Untrusted { file: f, .. }) => file(f),
             Error::State(StateError::Io { path, .. } | StateError::Corrupt { path, .. })
-            | Error::Apply(ApplyError::State(
+            | Error::Write(WriteError::State(
                 StateError::Io { path, .. } | StateError::Corrupt { path, .. },
             ))
             | Error::NeedsRoot {
@@ -98,7 +98,7 @@ impl Error {
             | Error::NotSysfs(_)
             | Error::NeedsRoot { .. }
             | Error::Plan(PlanError::NoSuchDevice(_)) => EXIT_USAGE,
-            Error::Plan(PlanError::Read { .. }) | Error::Apply(_) | Error::State(_) => EXIT_FAILED,
+            Error::Plan(PlanError::Read { .. }) | Error::Write(_) | Error::State(_) => EXIT_FAILED,
         }
     }
 }

@@ -6,7 +6,7 @@ use crate::state::{Locked, Saved, StateError};
 use crate::sysfs::{Sysfs, is_vanished};
 
 #[derive(Debug, thiserror::Error)]
-pub enum ApplyError {
+pub enum WriteError {
     #[error(
         "{cause}; rolled back {rolled_back} write(s){}{}",
         rollback_note(.rollback_failures),
@@ -57,7 +57,7 @@ pub struct Written {
 }
 
 /// Write each change, read it back, and undo all of them on any failure.
-fn transaction(sysfs: &Sysfs, changes: &[Change]) -> Result<Written, ApplyError> {
+fn transaction(sysfs: &Sysfs, changes: &[Change]) -> Result<Written, WriteError> {
     let mut done: Vec<&Change> = Vec::new();
     let mut out = Written::default();
     for c in changes {
@@ -93,7 +93,7 @@ fn transaction(sysfs: &Sysfs, changes: &[Change]) -> Result<Written, ApplyError>
                     }),
                 }
             }
-            return Err(ApplyError::Failed {
+            return Err(WriteError::Failed {
                 cause,
                 rolled_back: done.len() - rollback_failures.len(),
                 rollback_failures,
@@ -108,7 +108,7 @@ fn transaction(sysfs: &Sysfs, changes: &[Change]) -> Result<Written, ApplyError>
 /// Write a plan. Originals are saved (and persisted) before the first
 /// write, so even a crash mid-run leaves `restore` able to undo it; once
 /// written, the plan's edits to the saved state are made and saved.
-pub fn write(sysfs: &Sysfs, locked: &mut Locked, plan: &Plan) -> Result<Written, ApplyError> {
+pub fn write(sysfs: &Sysfs, locked: &mut Locked, plan: &Plan) -> Result<Written, WriteError> {
     let changes: Vec<Change> = plan.changes().cloned().collect();
     let mut added = Vec::new();
     let before_state = locked.state.clone();
@@ -162,7 +162,7 @@ pub fn write(sysfs: &Sysfs, locked: &mut Locked, plan: &Plan) -> Result<Written,
             // What could not be rolled back still holds the new value: its
             // original must stay saved for `restore`.
             let mut next = before_state;
-            if let ApplyError::Failed {
+            if let WriteError::Failed {
                 rollback_failures, ..
             } = &e
             {
@@ -174,7 +174,7 @@ pub fn write(sysfs: &Sysfs, locked: &mut Locked, plan: &Plan) -> Result<Written,
             }
             locked.state = next;
             if let Err(save) = locked.save()
-                && let ApplyError::Failed { unsaved, .. } = &mut e
+                && let WriteError::Failed { unsaved, .. } = &mut e
             {
                 *unsaved = Some(save);
             }

@@ -263,3 +263,31 @@ fn hardware_strings_are_printed_with_control_characters_escaped() {
     let ex = env.run(&["explain", p.to_str().unwrap(), "nvme0n1"]).stdout;
     assert!(ex.contains(r"serial S1\nforged line"), "{ex}");
 }
+
+/// The planner reads nothing but its snapshot: with the tree gone after
+/// the snapshot, the plan is the same.
+#[test]
+fn the_plan_is_computed_from_the_snapshot_alone() {
+    use blkqos::discover::{Detail, Extent, scan};
+    use blkqos::plan::{Scope, build};
+    use blkqos::profile::Profile;
+    use blkqos::snapshot::Snapshot;
+    use blkqos::sysfs::Sysfs;
+    let env = Env::zoo(Abi::None);
+    let sysfs = Sysfs::new(env.fx.root());
+    let text = format!(
+        "{}\n[defaults]\nfallback = \"cpu-resume-latency\"\n",
+        common::MIXED
+    )
+    .replace("[defaults]\ncpu_lat_timeout_ms = 3\n", "");
+    let profile = Profile::parse(std::path::Path::new("p.toml"), &text).unwrap();
+    let take = || {
+        let inv = scan(&sysfs, Extent::All, Detail::FULL);
+        Snapshot::take(&sysfs, inv, Default::default(), Some(&profile))
+    };
+    let (live, snap) = (take(), take());
+    let expected = build(&profile, &live, &Scope::all()).unwrap();
+    assert!(!expected.is_empty(), "the fallback writes per-CPU values");
+    std::fs::remove_dir_all(env.fx.root()).unwrap();
+    assert_eq!(build(&profile, &snap, &Scope::all()).unwrap(), expected);
+}
