@@ -2,7 +2,11 @@
 //! Used by the benchmarks and the Ansible role's tests.
 
 use blkqos::abi::Abi;
-use blkqos::fixture::Fixture;
+#[path = "../tests/support/fixture.rs"]
+#[allow(dead_code)]
+mod fixture;
+
+use fixture::Fixture;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {

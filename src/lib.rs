@@ -10,7 +10,6 @@ pub mod devname;
 pub mod discover;
 pub mod engine;
 pub mod error;
-pub mod fixture;
 pub mod hotplug;
 pub mod idle;
 pub mod logging;
@@ -23,3 +22,12 @@ pub mod state;
 pub mod sysfs;
 pub mod transaction;
 mod udevdb;
+
+// The fixture (tests/support/fixture.rs) names the library `blkqos`, as the
+// integration tests and the example that include it see it.
+#[cfg(test)]
+extern crate self as blkqos;
+#[cfg(test)]
+#[path = "../tests/support/fixture.rs"]
+#[allow(dead_code)]
+mod fixture;

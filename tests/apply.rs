@@ -2,7 +2,7 @@
 
 mod common;
 use blkqos::abi::Abi;
-use blkqos::fixture::{Fixture, INTEL_IDLE};
+use common::fixture::{Fixture, INTEL_IDLE};
 use common::{Env, MIXED, NVME_AUTO, change_paths};
 
 #[test]

@@ -95,7 +95,7 @@ fn stacked_devices_resolve_to_the_queues_that_do_the_io() {
 #[test]
 fn dm_over_md_over_nvme_resolves_recursively() {
     let env = Env::with(|root| {
-        let mut f = blkqos::fixture::Fixture::new(root, 2, Abi::Queue);
+        let mut f = common::fixture::Fixture::new(root, 2, Abi::Queue);
         f.nvme(0, "M", "S0");
         f.nvme(1, "M", "S1");
         f.md_raid0("md0", &["nvme0n1", "nvme1n1"]);
@@ -238,7 +238,7 @@ fn plans_without_identity_reads_are_the_same() {
 #[test]
 fn hardware_strings_are_printed_with_control_characters_escaped() {
     let env = Env::with(|root| {
-        let mut f = blkqos::fixture::Fixture::new(root, 2, Abi::Queue);
+        let mut f = common::fixture::Fixture::new(root, 2, Abi::Queue);
         f.nvme(0, "EVIL\x1b]0;pwned\x07\x1b[2J", "S1\nforged line");
         f
     });

@@ -10,7 +10,7 @@
 
 mod common;
 use blkqos::abi::Abi;
-use blkqos::fixture::{Fixture, TEST_IDLE};
+use common::fixture::{Fixture, TEST_IDLE};
 use common::{Env, device};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;

@@ -3,10 +3,11 @@
 
 use blkqos::abi::Abi;
 use blkqos::discover::{Detail, Extent, scan};
-use blkqos::fixture::Fixture;
+mod common;
 use blkqos::plan::owning_rule;
 use blkqos::profile::Profile;
 use blkqos::sysfs::Sysfs;
+use common::fixture::Fixture;
 use std::path::Path;
 
 fn profile(text: &str) -> Profile {

@@ -4,7 +4,7 @@
 
 mod common;
 use blkqos::abi::Abi;
-use blkqos::fixture::Fixture;
+use common::fixture::Fixture;
 use common::{Env, NVME_AUTO};
 use std::collections::BTreeMap;
 use std::process::{Child, Stdio};

@@ -2,7 +2,10 @@
 #![allow(dead_code)]
 
 use blkqos::abi::Abi;
-use blkqos::fixture::Fixture;
+#[path = "../support/fixture.rs"]
+pub mod fixture;
+
+use fixture::Fixture;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
