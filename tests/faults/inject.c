@@ -12,15 +12,11 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#define MAX_FD 4096
-
-static char watched[MAX_FD];
 static int writes;
 
 static int matches(const char *path)
@@ -42,10 +38,22 @@ static int matches(const char *path)
 	return 0;
 }
 
-static void note(int fd, const char *path)
+/*
+ * The file behind a descriptor, asked at write time: blkqos opens sysfs
+ * attributes with openat2(2) through syscall(), which no open() wrapper
+ * would see.
+ */
+static int watched(int fd)
 {
-	if (fd >= 0 && fd < MAX_FD)
-		watched[fd] = matches(path);
+	char link[64], path[4096];
+	ssize_t n;
+
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	n = readlink(link, path, sizeof(path) - 1);
+	if (n < 0)
+		return 0;
+	path[n] = '\0';
+	return matches(path);
 }
 
 /* Is write number n one of the comma-separated numbers in at? */
@@ -65,46 +73,6 @@ static int listed(const char *at, int n)
 	return 0;
 }
 
-#define OPENER(name, ...)						\
-int name(__VA_ARGS__, int flags, ...)					\
-{									\
-	static int (*real)();						\
-	mode_t mode = 0;						\
-	va_list ap;							\
-	int fd;								\
-									\
-	if (!real)							\
-		real = (int (*)())dlsym(RTLD_NEXT, #name);		\
-	if (flags & (O_CREAT | O_TMPFILE)) {				\
-		va_start(ap, flags);					\
-		mode = va_arg(ap, mode_t);				\
-		va_end(ap);						\
-	}
-
-OPENER(open, const char *path)
-	fd = real(path, flags, mode);
-	note(fd, path);
-	return fd;
-}
-
-OPENER(open64, const char *path)
-	fd = real(path, flags, mode);
-	note(fd, path);
-	return fd;
-}
-
-OPENER(openat, int dirfd, const char *path)
-	fd = real(dirfd, path, flags, mode);
-	note(fd, path);
-	return fd;
-}
-
-OPENER(openat64, int dirfd, const char *path)
-	fd = real(dirfd, path, flags, mode);
-	note(fd, path);
-	return fd;
-}
-
 ssize_t write(int fd, const void *buf, size_t count)
 {
 	static ssize_t (*real)(int, const void *, size_t);
@@ -113,21 +81,9 @@ ssize_t write(int fd, const void *buf, size_t count)
 
 	if (!real)
 		real = (ssize_t (*)(int, const void *, size_t))dlsym(RTLD_NEXT, "write");
-	if (fd >= 0 && fd < MAX_FD && watched[fd] && at && err &&
-	    listed(at, ++writes)) {
+	if (at && err && fd > 2 && watched(fd) && listed(at, ++writes)) {
 		errno = atoi(err);
 		return -1;
 	}
 	return real(fd, buf, count);
-}
-
-int close(int fd)
-{
-	static int (*real)(int);
-
-	if (!real)
-		real = (int (*)(int))dlsym(RTLD_NEXT, "close");
-	if (fd >= 0 && fd < MAX_FD)
-		watched[fd] = 0;
-	return real(fd);
 }
