@@ -150,6 +150,11 @@ pub enum Command {
 }
 
 impl Command {
+    /// Every subcommand's name.
+    pub const NAMES: [&'static str; 9] = [
+        "list", "check", "apply", "verify", "restore", "status", "explain", "udev", "coldplug",
+    ];
+
     /// The subcommand's name, as typed.
     pub fn name(&self) -> &'static str {
         match self {
@@ -199,5 +204,17 @@ mod tests {
             log::LevelFilter::Trace
         );
         assert!(Cli::try_parse_from(["blkqos", "-q", "-v", "list"]).is_err());
+    }
+
+    #[test]
+    fn every_subcommand_has_its_name_listed() {
+        use clap::CommandFactory;
+        let mut names: Vec<String> = (Cli::command().get_subcommands())
+            .map(|c| c.get_name().to_string())
+            .collect();
+        names.sort();
+        let mut listed: Vec<&str> = Command::NAMES.to_vec();
+        listed.sort();
+        assert_eq!(names, listed);
     }
 }

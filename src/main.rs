@@ -9,7 +9,10 @@ use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => refuse_arguments(e),
+    };
     let to_syslog = cli.logs_to_syslog(std::io::stderr().is_terminal());
     blkqos::logging::init(to_syslog, cli.log_level());
     let ctx = Ctx {
@@ -48,6 +51,30 @@ fn main() -> ExitCode {
             })
         }
     }
+}
+
+/// Arguments clap refuses: with --json, the error is a JSON document on
+/// stdout too; clap prints its message and usage to stderr either way.
+fn refuse_arguments(e: clap::Error) -> ! {
+    use clap::error::ErrorKind;
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let is_help = matches!(
+        e.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    );
+    if !is_help && args.iter().any(|a| a == "--json") {
+        let command = (args.iter())
+            .find_map(|a| Command::NAMES.iter().find(|n| **n == a))
+            .copied()
+            .unwrap_or("blkqos");
+        let dry_run = args.iter().any(|a| a == "--dry-run");
+        let message = e.kind().as_str().unwrap_or("invalid arguments").to_string();
+        let doc = cmd::error_doc(command, dry_run, &Error::Usage(message));
+        let _ = std::io::stdout().lock().write_all(doc.as_bytes());
+    }
+    e.exit()
 }
 
 fn run(ctx: &Ctx, command: &Command, out: &mut String) -> Result<u8, Error> {
