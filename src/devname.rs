@@ -2,7 +2,7 @@
 //! a path under /dev (`/dev/nvme0n1`, `/dev/disk/by-id/nvme-...`,
 //! `/dev/mapper/vg-lv`), which is mapped to the kernel name it leads to.
 
-use crate::hotplug::is_kernel_name;
+use crate::uevent::is_kernel_name;
 use std::path::{Component, Path, PathBuf};
 
 /// Symlinks followed at most (udev's by-id, by-path, mapper links are one).

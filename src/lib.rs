@@ -10,7 +10,6 @@ pub mod devname;
 pub mod discover;
 pub mod engine;
 pub mod error;
-pub mod hotplug;
 pub mod idle;
 pub mod logging;
 pub mod matcher;
@@ -22,6 +21,7 @@ pub mod state;
 pub mod sysfs;
 pub mod transaction;
 mod udevdb;
+pub mod uevent;
 
 // The fixture (tests/support/fixture.rs) names the library `blkqos`, as the
 // integration tests and the example that include it see it.

@@ -4,9 +4,9 @@
 use super::Ctx;
 use crate::engine::{Done, Job};
 use crate::error::{EXIT_USAGE, Error};
-use crate::hotplug::{self, Action};
 use crate::plan::{Plan, PlanError, Scope};
 use crate::profile::Profile;
+use crate::uevent::{self, Action};
 use std::path::Path;
 
 /// Entry point for `udev`: one event, one disk. Add and change apply the
@@ -17,7 +17,7 @@ pub fn udev(
     devpath: Option<&str>,
     profile: &Path,
 ) -> Result<u8, Error> {
-    let event = match hotplug::parse(&ctx.sysfs, action, devpath) {
+    let event = match uevent::parse(&ctx.sysfs, action, devpath) {
         Ok(Some(event)) => event,
         Ok(None) => {
             log::debug!("ignored: partitions are tuned through their disk");
