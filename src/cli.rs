@@ -106,7 +106,7 @@ pub enum Command {
         #[arg(long = "device", value_name = "NAME")]
         devices: Vec<String>,
     },
-    /// Compare live values with what a profile wants (exit 1 on mismatch)
+    /// Compare live values with what a profile wants (exit 1 on mismatch, 2 when it cannot check)
     Verify {
         profile: PathBuf,
         #[arg(long)]
@@ -131,7 +131,8 @@ pub enum Command {
     /// Which rule matches a device and why, and which queues it resolves to
     Explain { profile: PathBuf, device: String },
     /// Hotplug entry point for the udev rule: apply PROFILE to the one disk
-    /// of the event (add, change) or put back what was saved for it (remove)
+    /// of the event (add, change), or plan PROFILE again without it
+    /// (remove): what only it wanted goes back to the saved originals
     Udev {
         /// The event's action; udev sets ACTION
         #[arg(long, env = "ACTION")]

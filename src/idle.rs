@@ -104,17 +104,6 @@ pub fn parse_cpu_list(text: &str) -> Option<Vec<u32>> {
     Some(cpus)
 }
 
-/// Every CPU the system knows about (`devices/system/cpu/cpuN`).
-pub fn all_cpus(sysfs: &Sysfs) -> Vec<u32> {
-    let mut cpus: Vec<u32> = sysfs
-        .list("devices/system/cpu")
-        .iter()
-        .filter_map(|n| n.strip_prefix("cpu")?.parse().ok())
-        .collect();
-    cpus.sort_unstable();
-    cpus
-}
-
 pub fn cpu_resume_latency_path(cpu: u32) -> String {
     format!("devices/system/cpu/cpu{cpu}/power/pm_qos_resume_latency_us")
 }

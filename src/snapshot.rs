@@ -35,8 +35,7 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
-    /// A snapshot of the given values, for planning on made-up machines.
-    pub fn new(inventory: Inventory, state: State) -> Snapshot {
+    fn new(inventory: Inventory, state: State) -> Snapshot {
         Snapshot {
             inventory,
             state,
@@ -44,13 +43,11 @@ impl Snapshot {
         }
     }
 
-    /// Record an attribute's reading.
-    pub fn set(&mut self, path: &str, reading: Reading) {
+    fn set(&mut self, path: &str, reading: Reading) {
         self.values.insert(path.to_string(), reading);
     }
 
-    /// Record a CPU's idle-state table.
-    pub fn set_idle(&mut self, cpu: u32, states: Vec<IdleState>) {
+    fn set_idle(&mut self, cpu: u32, states: Vec<IdleState>) {
         self.idle.insert(cpu, states);
     }
 
@@ -133,11 +130,6 @@ impl Snapshot {
     /// there: only a device that left takes its saved original with it.
     pub fn device_present(&self, path: &str) -> bool {
         device_dir(path).is_some_and(|d| self.present.contains(&d))
-    }
-
-    /// Mark a device directory as present (made-up machines).
-    pub fn set_present(&mut self, dir: &str) {
-        self.present.insert(dir.to_string());
     }
 }
 
