@@ -227,3 +227,22 @@ cpu_lat_limit_us = "auto"
         "restore still finds the original"
     );
 }
+
+/// A remove is planned with the profile too: a bad one is refused and
+/// changes nothing, the saved originals included.
+#[test]
+fn remove_with_a_bad_profile_changes_nothing() {
+    let env = Env::zoo(Abi::Queue);
+    let p = env.profile("p.toml", NVME_AUTO);
+    assert_eq!(env.run(&["apply", p.to_str().unwrap()]).code, 0);
+    let dp = devpath(&env, "nvme0n1");
+    let state = std::fs::read(env.state.join("state.json")).unwrap();
+    let before = env.snapshot();
+    let bad = env.profile("bad.toml", "[[rule]]\nname = 1\n");
+    let r = udev(&env, "remove", &dp, &bad);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    r.assert_stderr_has("nvme0n1: remove failed: ");
+    r.assert_stderr_has("bad.toml:2:8");
+    assert_eq!(env.snapshot(), before);
+    assert_eq!(std::fs::read(env.state.join("state.json")).unwrap(), state);
+}
