@@ -18,13 +18,17 @@ reads the BLKQOS-MEASURE lines of their console logs:
            a fixed delay lets menu learn); libaio QD1 and QD4; menu and
            teo; every peer: baseline, floor, dma, resume, knob10, knob0,
            auto, psd (see guest-init.sh peer_on); p50/p99/p99.9/max, IOPS,
-           the deep state's share of each CPU's time while fio ran
+           the deep state's share of each CPU's time while fio ran.
+           The device is made again for every peer, so all see the same
+           completion delays; BENCH_LAT_REPS runs per point (median, and
+           min-max in "<metric>_range")
   power    after the last of 200 QD1 reads: each CPU's deep share of the
            next second and its first deep entry, BENCH_REPS runs each
 
 --parse-only reads the logs of an earlier run. Environment:
 BLKQOS_KERNEL_CACHE (logs), BLKQOS_BENCH_IOS (I/Os per latency point,
-default 2000), BLKQOS_BENCH_REPS (power runs per point, default 5),
+default 2000), BLKQOS_BENCH_LAT_REPS (latency runs per point, default 3),
+BLKQOS_BENCH_REPS (power runs per point, default 5),
 BLKQOS_HOTPATH_IOS (default 100000).
 """
 import argparse
@@ -40,7 +44,8 @@ CACHE = os.environ.get("BLKQOS_KERNEL_CACHE", "/var/cache/blkqos-kernel")
 MEASURE = re.compile(r"^BLKQOS-MEASURE (\S+) (.*)$")
 TEXT = ("variant", "gov", "cfg")
 # the configurations of the latency and power figures, in table order
-PEERS = ["baseline", "floor", "dma", "resume", "psd", "knob10", "knob0", "auto"]
+PEERS = ["baseline", "floor", "dma", "resume", "psd", "psd_cpu0_floor", "knob10", "knob0", "auto"]
+LAT_METRICS = ("iops", "mean", "p50", "p99", "p999", "max", "deep0_pct", "deep1_pct")
 
 
 def num(v):
@@ -81,18 +86,24 @@ def collect():
     for mode in ("psd", "nopsd", "psdmodel"):
         records += parse(os.path.join(CACHE, f"console-bench-{mode}.log"))
     result = {"hotpath": [], "latency": [], "power": []}
-    runs = []
+    runs, lat_runs = [], []
     for kind, f in records:
         if kind == "hotpath":
             result["hotpath"].append(f)
         elif kind == "lat":
-            # the deep state's share of each CPU's time while fio ran
-            secs = f["ios"] / f["iops"] if f["iops"] else 0
-            for cpu in (0, 1):
-                f[f"deep{cpu}_pct"] = round(f[f"deep{cpu}_us"] / (secs * 1e4), 2) if secs else 0
-            result["latency"].append(f)
+            lat_runs.append(f)
         elif kind == "power":
             runs.append(f)
+    result["latency_runs"] = lat_runs
+    point = ("gov", "cus", "spread", "qd", "cfg")
+    for key in sorted({tuple(r[k] for k in point) for r in lat_runs}):
+        reps = [r for r in lat_runs if tuple(r[k] for k in point) == key]
+        row = dict(zip(point, key), ios=reps[0]["ios"], reps=len(reps))
+        for m in LAT_METRICS:
+            s = spread_of([r[m] for r in reps])
+            row[m] = s["median"]
+            row[f"{m}_range"] = [s["min"], s["max"]]
+        result["latency"].append(row)
     ratios = {}
     for irq in sorted({h["irq"] for h in result["hotpath"]}):
         by = {h["variant"]: h for h in result["hotpath"] if h["irq"] == irq}
@@ -138,12 +149,24 @@ def targets(r):
         def rel(cfg):
             p = find(lat, gov=gov, cus=cus, spread=spread, qd=qd, cfg=cfg)
             return round(p["p99"] / floor["p99"], 3) if p else None
+
+        def rel_range(cfg):
+            """Every run of cfg over every run of the floor: the lowest
+            and highest ratio the repeats allow."""
+            p = find(lat, gov=gov, cus=cus, spread=spread, qd=qd, cfg=cfg)
+            if not p:
+                return None
+            lo, hi = p["p99_range"]
+            flo, fhi = floor["p99_range"]
+            return [round(lo / fhi, 3), round(hi / flo, 3)]
         where = {"gov": gov, "cus": cus, "spread": spread, "qd": qd}
         if cus == 50:
             out["phenomenon"].append({**where, "baseline_p99_over_floor": rel("baseline"),
+                                      "range": rel_range("baseline"),
                                       "met": (rel("baseline") or 0) >= 1.3})
         for cfg in ("knob10", "auto"):
             out["latency_bought"].append({**where, "cfg": cfg, "p99_over_floor": rel(cfg),
+                                          "range": rel_range(cfg),
                                           "met": rel(cfg) is not None and rel(cfg) <= 1.05})
         psd = find(lat, gov=gov, cus=cus, spread=spread, qd=qd, cfg="psd")
         if psd:

@@ -21,10 +21,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 from kernel import PEERS, find  # noqa: E402  (bench/kernel.py, beside this file)
 
 LABEL = {"baseline": "deep allowed", "floor": "C-states off", "dma": "cpu_dma_latency (TuneD)",
-         "resume": "per-CPU resume latency", "psd": "PSD model", "knob10": "knob 10 us",
+         "resume": "per-CPU resume latency", "psd": "PSD model", "psd_cpu0_floor": "PSD model, CPU0 deep off", "knob10": "knob 10 us",
          "knob0": "knob 0 us", "auto": "knob auto"}
 COLOR = {"baseline": "#999999", "floor": "#1f77b4", "dma": "#9467bd", "resume": "#8c564b",
-         "psd": "#d62728", "knob10": "#2ca02c", "knob0": "#ff7f0e", "auto": "#17becf"}
+         "psd": "#d62728", "psd_cpu0_floor": "#e377c2", "knob10": "#2ca02c", "knob0": "#ff7f0e", "auto": "#17becf"}
 MARK = {("menu", 1): "o", ("menu", 4): "s", ("teo", 1): "^", ("teo", 4): "D"}
 
 
@@ -68,10 +68,12 @@ def tables(cli, k):
             cells = [f"{r[v]['clat']:.4f}" if v in r else "-" for v in ("off", "on", "psdmodel")]
             out.append(f"| {name} | {base['iops']} | {base['mean']:.3f} us | " + " | ".join(cells) + " |")
     peers = [c for c in PEERS if any(p["cfg"] == c for p in k["latency"])]
+    reps = max((p["reps"] for p in k["latency"]), default=0)
     for metric, title in (("p99", "p99"), ("max", "maximum")):
-        out.append(f"\n{title[0].upper() + title[1:]} completion latency in us (in brackets: over the "
-                   "C-states-off figure of the same row); fio libaio 4k random reads on CPU1, "
-                   "completions on CPU0 sent to CPU1 by IPI:\n")
+        out.append(f"\n{title[0].upper() + title[1:]} completion latency in us, median of {reps} runs "
+                   "(in brackets: over the C-states-off median of the same row; after it: the runs' "
+                   "min-max where they differ); fio libaio 4k random reads on CPU1, "
+                   "completions on CPU0 sent to CPU1 by IPI, every peer on the same completion delays:\n")
         out.append("| governor | completion | QD | " + " | ".join(LABEL[c] for c in peers) + " |")
         out.append("|---|---|---:|" + "---:|" * len(peers))
         for gov, cus, spread, qd in lat_points(k):
@@ -79,14 +81,17 @@ def tables(cli, k):
             cells = []
             for c in peers:
                 p = find(k["latency"], gov=gov, cus=cus, spread=spread, qd=qd, cfg=c)
+                lo, hi = p[f"{metric}_range"] if p else (0, 0)
+                span = f" {lo:g}-{hi:g}" if lo != hi else ""
                 if not p:
                     cells.append("-")
                 elif floor and floor[metric] and c != "floor":
-                    cells.append(f"{p[metric]} ({p[metric] / floor[metric]:.2f})")
+                    cells.append(f"{p[metric]:g} ({p[metric] / floor[metric]:.2f}){span}")
                 else:
-                    cells.append(f"{p[metric]}")
+                    cells.append(f"{p[metric]:g}{span}")
             out.append(f"| {gov} | {completion(cus, spread)} | {qd} | " + " | ".join(cells) + " |")
-    out.append("\nDeep state's share of CPU0 / CPU1 time while fio ran (QD1, %):\n")
+    out.append("\nDeep state's share of CPU0 / CPU1 time while fio ran (QD1, median of the runs, %; "
+               "each CPU's state time read on that CPU at both ends):\n")
     out.append("| governor | completion | " + " | ".join(LABEL[c] for c in peers) + " |")
     out.append("|---|---|" + "---:|" * len(peers))
     for gov, cus, spread, qd in lat_points(k):

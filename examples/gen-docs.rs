@@ -1,11 +1,18 @@
 //! Writes the man page and the shell completions, generated from the
 //! command-line definitions, into a directory (the Debian package ships
 //! them): `cargo run --example gen-docs -- target/gen`.
+//!
+//! clap_mangen covers the synopsis, options and commands; the sections it
+//! has no notion of are appended here, from the same definitions and
+//! constants where they exist, so that they follow the CLI as it changes.
+//! The profile format's page, blkqos.toml(5), is written by hand in man/.
 
-use blkqos::cli::Cli;
-use clap::CommandFactory;
+use blkqos::cli::{Cli, DEFAULT_PROFILE};
+use blkqos::error::{EXIT_BUSY, EXIT_FAILED, EXIT_USAGE, EXIT_VERIFY_TROUBLE};
+use clap::{Command, CommandFactory};
 use clap_complete::Shell;
 use std::error::Error;
+use std::fmt::Write as _;
 use std::fs;
 use std::path::PathBuf;
 
@@ -17,9 +24,128 @@ fn main() -> Result<(), Box<dyn Error>> {
     clap_mangen::Man::new(cmd.clone())
         .section("8")
         .render(&mut page)?;
+    let mut page = String::from_utf8(page)?;
+    page.push_str(&extra_sections(&cmd)?);
     fs::write(out.join("blkqos.8"), page)?;
     for shell in [Shell::Bash, Shell::Zsh, Shell::Fish] {
         clap_complete::generate_to(shell, &mut cmd.clone(), "blkqos", &out)?;
     }
     Ok(())
+}
+
+/// Text as roff: a backslash is an escape and a leading dot or quote a
+/// request; `-` is a hyphen, `\-` the minus of options and paths.
+fn roff(text: &str) -> String {
+    let t = text.replace('\\', "\\e").replace('-', "\\-");
+    if t.starts_with('.') || t.starts_with('\'') {
+        format!("\\&{t}")
+    } else {
+        t
+    }
+}
+
+fn extra_sections(cmd: &Command) -> Result<String, std::fmt::Error> {
+    let state_dir = cmd
+        .get_arguments()
+        .find(|a| a.get_id() == "state_dir")
+        .and_then(|a| a.get_default_values().first())
+        .map(|v| v.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut s = String::new();
+    writeln!(s, ".SH \"EXIT STATUS\"")?;
+    for (code, meaning) in [
+        (
+            0,
+            "Success; for \\fBverify\\fR: the live values match the profile.",
+        ),
+        (
+            EXIT_FAILED,
+            "An operation failed and everything this run wrote was rolled back, or \\fBverify\\fR found a mismatch.",
+        ),
+        (
+            EXIT_USAGE,
+            "A usage or profile error, a wrong sysfs root, or no root where root is needed (for \\fBudev\\fR: an event refused as malformed); nothing was written. For \\fBverify\\fR: any error, it could not check.",
+        ),
+        (
+            EXIT_BUSY,
+            "Another run held the lock longer than \\fB\\-\\-lock\\-timeout\\fR (\\fBapply\\fR, \\fBrestore\\fR, \\fBudev\\fR, \\fBcoldplug\\fR); nothing was written: try again.",
+        ),
+    ] {
+        writeln!(s, ".TP\n.B {code}\n{meaning}")?;
+    }
+    // verify answers as diff and cmp do; its trouble code shares a number
+    // with usage errors, so it is said of verify in a paragraph of its own
+    writeln!(
+        s,
+        ".PP\n\\fBverify\\fR exits as \\fBdiff\\fR(1) does: 0 the live values match, {EXIT_FAILED} they differ, {EXIT_VERIFY_TROUBLE} it could not check (any error). It takes no lock, so it never exits {EXIT_BUSY}.",
+    )?;
+
+    writeln!(s, ".SH ENVIRONMENT")?;
+    let mut seen = Vec::new();
+    for c in std::iter::once(cmd).chain(cmd.get_subcommands()) {
+        for a in c.get_arguments() {
+            let (Some(env), Some(long)) = (a.get_env(), a.get_long()) else {
+                continue;
+            };
+            let env = env.to_string_lossy().into_owned();
+            if seen.contains(&env) {
+                continue;
+            }
+            let help = a.get_help().map(|h| h.to_string()).unwrap_or_default();
+            let scope = if a.is_global_set() {
+                String::new()
+            } else {
+                format!(" (\\fB{}\\fR)", c.get_name())
+            };
+            let mut help = help.chars();
+            let help: String = help
+                .next()
+                .map(|c| c.to_uppercase().chain(help).collect())
+                .unwrap_or_default();
+            writeln!(
+                s,
+                ".TP\n.B {env}\n{}. Sets \\fB\\-\\-{}\\fR{scope} when it is not given.",
+                roff(&help),
+                roff(long)
+            )?;
+            seen.push(env);
+        }
+    }
+    writeln!(
+        s,
+        ".TP\n.B NO_COLOR\nSet and not empty: no colour in the output at a terminal."
+    )?;
+
+    writeln!(s, ".SH FILES")?;
+    for (path, what) in [
+        (
+            DEFAULT_PROFILE.to_string(),
+            "The profile \\fBudev\\fR and \\fBcoldplug\\fR apply when none is given; see \\fBblkqos.toml\\fR(5). As root, blkqos applies only a profile that only root can change.".to_string(),
+        ),
+        (
+            format!("{state_dir}/state.json"),
+            "The original values saved by \\fBapply\\fR, which \\fBrestore\\fR puts back. On a tmpfs: a reboot starts afresh, as sysfs does.".to_string(),
+        ),
+        (
+            format!("{state_dir}/lock"),
+            "Taken by every run that changes the state, so that parallel runs (udev workers, the boot unit) take turns.".to_string(),
+        ),
+        (
+            "/usr/lib/udev/rules.d/90-blkqos.rules".to_string(),
+            "Runs \\fBblkqos udev\\fR for whole disks on add, change and remove.".to_string(),
+        ),
+        (
+            "/usr/lib/systemd/system/blkqos.service".to_string(),
+            "Runs \\fBblkqos coldplug\\fR at boot and \\fBblkqos restore\\fR when stopped.".to_string(),
+        ),
+    ] {
+        writeln!(s, ".TP\n.I {}\n{what}", roff(&path))?;
+    }
+
+    writeln!(s, ".SH \"SEE ALSO\"")?;
+    writeln!(
+        s,
+        "\\fBblkqos.toml\\fR(5), \\fBudevadm\\fR(8), \\fBsystemctl\\fR(1)"
+    )?;
+    Ok(s)
 }

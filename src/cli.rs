@@ -4,6 +4,7 @@
 use crate::logging::Target;
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
+use std::time::Duration;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -34,6 +35,18 @@ pub struct Cli {
         value_name = "DIR"
     )]
     pub state_dir: PathBuf,
+
+    /// How long apply, restore, udev and coldplug wait for another run
+    /// holding the lock before they give up with exit status 3
+    #[arg(
+        long,
+        global = true,
+        env = "BLKQOS_LOCK_TIMEOUT",
+        default_value = "10",
+        value_name = "SECONDS",
+        value_parser = parse_seconds
+    )]
+    pub lock_timeout: Duration,
 
     /// More detail on stderr: each write, what was scanned (-vv: more still)
     #[arg(short, long, global = true, action = clap::ArgAction::Count, conflicts_with = "quiet")]
@@ -172,6 +185,16 @@ impl Command {
     }
 }
 
+/// A number of seconds, fractions allowed, up to a day.
+fn parse_seconds(s: &str) -> Result<Duration, String> {
+    s.trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|v| (0.0..=86_400.0).contains(v))
+        .map(Duration::from_secs_f64)
+        .ok_or_else(|| format!("{s:?}: expected a number of seconds from 0 to 86400"))
+}
+
 /// Where the package installs the profile the udev rule and the boot unit use.
 pub const DEFAULT_PROFILE: &str = "/etc/blkqos/blkqos.toml";
 
@@ -205,6 +228,17 @@ mod tests {
             log::LevelFilter::Trace
         );
         assert!(Cli::try_parse_from(["blkqos", "-q", "-v", "list"]).is_err());
+        assert_eq!(
+            cli(&["blkqos", "list"]).lock_timeout,
+            crate::state::DEFAULT_LOCK_TIMEOUT
+        );
+        assert_eq!(
+            cli(&["blkqos", "--lock-timeout", "0.5", "list"]).lock_timeout,
+            Duration::from_millis(500)
+        );
+        for bad in ["-1", "soon", "NaN", "1e9"] {
+            assert!(Cli::try_parse_from(["blkqos", "--lock-timeout", bad, "list"]).is_err());
+        }
     }
 
     #[test]

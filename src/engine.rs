@@ -8,6 +8,7 @@ use crate::discover::{self, Detail, Extent, Inventory};
 use crate::error::Error;
 use crate::plan::{self, Plan, Scope};
 use crate::profile::Profile;
+use crate::report::Unreadable;
 use crate::snapshot::Snapshot;
 use crate::state::{State, StateDir, StateError};
 use crate::sysfs::Sysfs;
@@ -46,7 +47,15 @@ pub struct Failed {
 pub struct Preview {
     pub snapshot: Snapshot,
     pub plan: Plan,
+    /// What it could not read (root's saved state, run as another user),
+    /// and so left out: for the JSON document's `unreadable`.
+    pub unreadable: Vec<Unreadable>,
 }
+
+/// What a command that only reads leaves out when it cannot read the saved
+/// state (root's, run as another user).
+pub const WITHOUT_STATE: &str =
+    "values blkqos set for disks the profile no longer covers are not shown";
 
 impl Engine<'_> {
     /// Plan and write under the lock: the "before" values are the ones
@@ -86,25 +95,39 @@ impl Engine<'_> {
     }
 
     fn preview_of(&self, job: &Job, inventory: Option<Inventory>) -> Result<Preview, Error> {
-        let (state, note) = match job {
+        let (state, unreadable) = match job {
             // Restoring is all about the saved state: it must be readable.
-            Job::Restore { .. } => (self.state.read()?, None),
+            Job::Restore { .. } => (self.state.read()?, Vec::new()),
             // An unreadable state (not root) only hides the values that
             // would go back to their originals.
-            Job::Apply { .. } => match self.state.read() {
-                Ok(state) => (state, None),
-                Err(e) => (
-                    State::default(),
-                    Some(format!(
-                        "saved state unreadable ({e}): values blkqos set for disks the profile no longer covers are not shown"
-                    )),
-                ),
-            },
+            Job::Apply { .. } => self.read_state(WITHOUT_STATE),
         };
         let (snapshot, scope) = self.snapshot(job, state, inventory);
-        let mut plan = plan_for(job, &snapshot, &scope)?;
-        plan.warnings.extend(note);
-        Ok(Preview { snapshot, plan })
+        let plan = plan_for(job, &snapshot, &scope)?;
+        Ok(Preview {
+            snapshot,
+            plan,
+            unreadable,
+        })
+    }
+
+    /// The saved state for a command that only reads, without the lock. One
+    /// it cannot read (root's, run as another user) is empty: the command
+    /// goes on, warning on stderr what it could not read and what that
+    /// leaves out (`left_out`), and returning it for the JSON document.
+    pub fn read_state(&self, left_out: &str) -> (State, Vec<Unreadable>) {
+        match self.state.read() {
+            Ok(state) => (state, Vec::new()),
+            Err(e) => {
+                let path = self.state.file().display().to_string();
+                log::warn!("cannot read the saved state {path} ({e}): {left_out}");
+                let note = Unreadable {
+                    path,
+                    error: e.to_string(),
+                };
+                (State::default(), vec![note])
+            }
+        }
     }
 
     /// Scan what the job covers and read what planning it needs. For a
@@ -148,24 +171,27 @@ impl Engine<'_> {
     }
 }
 
-/// A state directory closed to a user who is not root means the command
-/// needs root, not that something broke.
+/// A state directory closed to a user who is not root, or one that is
+/// root's (which the trust checks refuse to anyone else), means the
+/// command needs root, not that something broke.
 fn needs_root(job: &Job, e: StateError) -> Error {
-    // SAFETY: geteuid() has no preconditions and cannot fail.
-    let root = unsafe { libc::geteuid() } == 0;
-    match &e {
-        StateError::Io { source, .. }
-            if !root && source.kind() == std::io::ErrorKind::PermissionDenied =>
-        {
-            Error::NeedsRoot {
-                command: match job {
-                    Job::Apply { .. } => "apply",
-                    Job::Restore { .. } => "restore",
-                },
-                cause: e,
-            }
-        }
-        _ => e.into(),
+    use std::os::unix::fs::MetadataExt;
+    let uid = crate::trust::euid();
+    let others = |path: &std::path::Path| std::fs::metadata(path).is_ok_and(|m| m.uid() != uid);
+    let denied = match &e {
+        StateError::Io { source, .. } => source.kind() == std::io::ErrorKind::PermissionDenied,
+        StateError::Untrusted { path, .. } => others(path),
+        _ => false,
+    };
+    if uid == 0 || !denied {
+        return e.into();
+    }
+    Error::NeedsRoot {
+        command: match job {
+            Job::Apply { .. } => "apply",
+            Job::Restore { .. } => "restore",
+        },
+        cause: e,
     }
 }
 

@@ -7,12 +7,18 @@ use crate::sysfs::NotSysfs;
 use crate::transaction::WriteError;
 use std::path::{Path, PathBuf};
 
-/// Exit codes: 0 success, 1 an operation failed (rolled back) or verify found
-/// a mismatch, 2 usage or profile error (nothing written). `verify` follows
-/// diff and cmp: 0 same, 1 differs, 2 could not check.
+/// Every exit code blkqos has. blkqos(8)'s EXIT STATUS is written from
+/// these constants (examples/gen-docs.rs); the README's exit code table
+/// says the same and changes with them.
+///
+/// 0 success; 1 an operation failed (rolled back) or verify found a
+/// mismatch; 2 usage or profile error (nothing written); 3 another run held
+/// the lock past the lock timeout (nothing written: try again). `verify`
+/// follows diff and cmp: 0 same, 1 differs, 2 could not check.
 pub const EXIT_FAILED: u8 = 1;
 pub const EXIT_USAGE: u8 = 2;
 pub const EXIT_VERIFY_TROUBLE: u8 = 2;
+pub const EXIT_BUSY: u8 = 3;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -53,6 +59,10 @@ impl Error {
             Error::Plan(PlanError::NoSuchDevice(_)) => "no-such-device",
             Error::Plan(PlanError::Read { .. }) => "read-failed",
             Error::Write(WriteError::Failed { .. }) => "write-failed",
+            Error::State(StateError::Busy { .. })
+            | Error::Write(WriteError::State(StateError::Busy { .. })) => "lock-busy",
+            Error::State(StateError::Untrusted { .. })
+            | Error::Write(WriteError::State(StateError::Untrusted { .. })) => "state-untrusted",
             Error::Write(WriteError::State(_)) | Error::State(_) => "state",
             Error::NotSysfs(_) => "not-sysfs",
             Error::NeedsRoot { .. } => "needs-root",
@@ -79,20 +89,17 @@ impl Error {
             },
             Error::Profile(ProfileError::Read { file: f, .. })
             | Error::Profile(ProfileError::Untrusted { file: f, .. }) => file(f),
-            Error::State(StateError::Io { path, .. } | StateError::Corrupt { path, .. })
-            | Error::Write(WriteError::State(
-                StateError::Io { path, .. } | StateError::Corrupt { path, .. },
-            ))
-            | Error::NeedsRoot {
-                cause: StateError::Io { path, .. } | StateError::Corrupt { path, .. },
-                ..
-            } => file(path),
+            Error::State(state)
+            | Error::Write(WriteError::State(state))
+            | Error::NeedsRoot { cause: state, .. } => file(state.path()),
             _ => Location::default(),
         }
     }
 
     pub fn exit_code(&self) -> u8 {
         match self {
+            Error::State(StateError::Busy { .. })
+            | Error::Write(WriteError::State(StateError::Busy { .. })) => EXIT_BUSY,
             Error::Profile(_)
             | Error::Usage(_)
             | Error::NotSysfs(_)

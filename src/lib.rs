@@ -20,6 +20,7 @@ pub mod snapshot;
 pub mod state;
 pub mod sysfs;
 pub mod transaction;
+pub mod trust;
 mod udevdb;
 pub mod uevent;
 

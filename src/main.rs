@@ -17,7 +17,7 @@ fn main() -> ExitCode {
     blkqos::logging::init(to_syslog, cli.log_level());
     let ctx = Ctx {
         sysfs: Sysfs::new(&cli.sysfs),
-        state: StateDir::new(&cli.state_dir),
+        state: StateDir::new(&cli.state_dir).with_lock_timeout(cli.lock_timeout),
         style: Style::detect(),
     };
     let mut out = String::new();

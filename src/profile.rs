@@ -5,12 +5,15 @@
 use crate::abi::knobs::{LIMIT_MAX_US, TIMEOUT_DEFAULT_MS, TIMEOUT_MAX_MS, TIMEOUT_MIN_MS};
 use crate::discover::Transport;
 use crate::matcher::{Globs, Matcher};
+use crate::trust;
 use regex::Regex;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
+use std::fs::File;
 use std::io::Read;
 use std::ops::Range;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use toml::{Spanned, Value};
 
@@ -95,22 +98,30 @@ impl Profile {
     /// Load a profile that is about to be written to the system: as root,
     /// only one that nobody but root can change.
     pub fn load_for_writing(path: &Path) -> Result<Profile, ProfileError> {
-        // SAFETY: geteuid() has no preconditions and cannot fail.
-        if unsafe { libc::geteuid() } == 0 {
-            check_trusted(path)?;
+        if trust::euid() == 0 {
+            let file = open_trusted(path)?;
+            return Profile::read_from(path, file);
         }
         Profile::load(path)
     }
 
     pub fn load(path: &Path) -> Result<Profile, ProfileError> {
+        let file = trust::open_regular(path, true).map_err(|source| ProfileError::Read {
+            file: path.to_path_buf(),
+            source,
+        })?;
+        Profile::read_from(path, file)
+    }
+
+    /// Parse the profile `path` from `file`, the one opened (and, as root,
+    /// checked) for it.
+    fn read_from(path: &Path, file: File) -> Result<Profile, ProfileError> {
         let read_err = |source| ProfileError::Read {
             file: path.to_path_buf(),
             source,
         };
         let mut bytes = Vec::new();
-        std::fs::File::open(path)
-            .map_err(read_err)?
-            .take(MAX_PROFILE_BYTES + 1)
+        file.take(MAX_PROFILE_BYTES + 1)
             .read_to_end(&mut bytes)
             .map_err(read_err)?;
         let invalid = |valid: &str, message: String| {
@@ -217,12 +228,14 @@ fn with_expectation(message: String) -> String {
 /// A profile is a few dozen lines; megabytes are a mistake or an attack.
 const MAX_PROFILE_BYTES: u64 = 1024 * 1024;
 
-/// Run as root, blkqos writes what the profile says: refuse one that
-/// someone other than root could have changed (the file, or the directory
-/// it sits in, which would let them replace it; a sticky directory such as
-/// /tmp protects root's own files).
-fn check_trusted(path: &Path) -> Result<(), ProfileError> {
-    use std::os::unix::fs::MetadataExt;
+/// Run as root, blkqos writes what the profile says: open the profile
+/// that someone other than root could have changed (the file, or any
+/// directory above it, which would let them replace it; a sticky directory
+/// such as /tmp protects root's own files) only to refuse it. Links are
+/// followed, as they always were (a profile may be a link into a directory
+/// of profiles): what is checked is where they lead, and the file read is
+/// the file checked, so a swap after the check changes nothing.
+fn open_trusted(path: &Path) -> Result<File, ProfileError> {
     let untrusted = |why: String| ProfileError::Untrusted {
         file: path.to_path_buf(),
         why,
@@ -231,7 +244,10 @@ fn check_trusted(path: &Path) -> Result<(), ProfileError> {
         file: path.to_path_buf(),
         source,
     };
-    let meta = std::fs::metadata(path).map_err(read_err)?;
+    let real = std::fs::canonicalize(path).map_err(read_err)?;
+    // `real` has no links left: one there now is a swap, refused.
+    let file = trust::open_regular(&real, false).map_err(read_err)?;
+    let meta = file.metadata().map_err(read_err)?;
     if meta.uid() != 0 {
         return Err(untrusted(format!("owned by uid {}", meta.uid())));
     }
@@ -241,27 +257,29 @@ fn check_trusted(path: &Path) -> Result<(), ProfileError> {
             meta.mode() & 0o7777
         )));
     }
-    let dir = std::fs::canonicalize(path)
-        .ok()
-        .and_then(|p| p.parent().map(Path::to_path_buf))
-        .unwrap_or_else(|| Path::new(".").to_path_buf());
-    let dmeta = std::fs::metadata(&dir).map_err(read_err)?;
-    let sticky = dmeta.mode() & 0o1000 != 0;
-    if dmeta.mode() & 0o022 != 0 && !sticky {
+    let dir = real.parent().unwrap_or(Path::new("/"));
+    if let Some(why) = trust::untrusted_ancestors(dir, 0).map_err(read_err)? {
+        return Err(untrusted(why));
+    }
+    // Only root can change those directories, so the file now at `real`
+    // stays there; the one opened must be it.
+    let now = std::fs::symlink_metadata(&real).map_err(read_err)?;
+    if (now.dev(), now.ino()) != (meta.dev(), meta.ino()) {
         return Err(untrusted(format!(
-            "in {}, which group or others can write to (mode {:o})",
-            dir.display(),
-            dmeta.mode() & 0o7777
+            "replaced while it was opened (now {})",
+            real.display()
         )));
     }
-    if dmeta.uid() != 0 && !sticky {
-        return Err(untrusted(format!(
-            "in {}, owned by uid {}",
-            dir.display(),
-            dmeta.uid()
-        )));
-    }
-    Ok(())
+    Ok(file)
+}
+
+/// The queue attribute names `[rule.queue]` takes, and so the only ones the
+/// saved state may name besides the knobs.
+pub fn is_queue_attr_name(attr: &str) -> bool {
+    !attr.is_empty()
+        && attr
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
 }
 
 type Fail = (Range<usize>, String);
@@ -341,11 +359,7 @@ fn rule(r: RawRule, earlier: &[Rule]) -> Result<Rule, Fail> {
     };
     let mut queue = Vec::new();
     for (attr, value) in r.queue.unwrap_or_default() {
-        let valid_name = !attr.is_empty()
-            && attr
-                .bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
-        if !valid_name {
+        if !is_queue_attr_name(&attr) {
             return Err((
                 value.span(),
                 format!("queue attribute name {attr:?} is not a sysfs attribute name"),

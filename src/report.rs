@@ -15,6 +15,10 @@ pub struct Document<'a, D: Serialize> {
     pub dry_run: bool,
     pub devices: D,
     pub warnings: &'a [String],
+    /// What a read-only command could not read (root's saved state, run as
+    /// another user), and so left out of its answer.
+    #[serde(skip_serializing_if = "<[Unreadable]>::is_empty")]
+    pub unreadable: &'a [Unreadable],
     /// The error's message, when the command failed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -34,6 +38,12 @@ pub struct Failure {
     pub line: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub column: Option<usize>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Unreadable {
+    pub path: String,
+    pub error: String,
 }
 
 impl<D: Serialize> Document<'_, D> {

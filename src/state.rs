@@ -5,17 +5,36 @@
 //! change to the file happens under an exclusive lock and replaces the file
 //! atomically (write a temporary, fsync, rename), so parallel runs (udev
 //! workers, the boot unit, Ansible) never see or leave a torn file.
+//!
+//! Nothing here is taken on trust: the directory must be one only its owner
+//! (the caller) can change, its files are opened without following links
+//! or waiting on a FIFO, and a state file may only name the attributes
+//! blkqos writes, with values the kernel could have reported for them.
 
+use crate::abi::knobs::{LIMIT_MAX_US, TIMEOUT_MAX_MS, TIMEOUT_MIN_MS};
+use crate::profile::is_queue_attr_name;
+use crate::trust;
+use crate::uevent::is_kernel_name;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::io::{self, Read, Write};
+use std::os::unix::fs::{DirBuilderExt, FileExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 pub const SCHEMA: u32 = 1;
 const STATE_FILE: &str = "state.json";
 const LOCK_FILE: &str = "lock";
+/// How long a run waits for another one's lock unless told otherwise
+/// (`--lock-timeout`): an apply takes milliseconds, one stuck in a kernel
+/// write or stopped must not hold every udev event and the boot unit.
+pub const DEFAULT_LOCK_TIMEOUT: Duration = Duration::from_secs(10);
+/// The state of 10000 disks is a few MiB; a bigger file is not one blkqos
+/// wrote, and reading it would cost seconds and gigabytes on every run.
+pub const MAX_STATE_BYTES: u64 = 16 << 20;
+/// A sysfs attribute is at most a page.
+const MAX_ATTR_VALUE: usize = 4096;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Saved {
@@ -51,6 +70,36 @@ pub enum StateError {
     Io { path: PathBuf, source: io::Error },
     #[error("{}: corrupt state file ({reason}); move it away to start over", path.display())]
     Corrupt { path: PathBuf, reason: String },
+    #[error("{}: refusing the state directory: it is {why}; expected a directory only its owner, this user, can change", path.display())]
+    Untrusted { path: PathBuf, why: String },
+    #[error("{}: {size} bytes, larger than 16 MiB; expected the state blkqos saved (a few MiB for 10000 disks); move it away to start over", path.display())]
+    TooLarge { path: PathBuf, size: u64 },
+    #[error("{}: {} still holds the lock after {:.1} s; gave up (--lock-timeout or BLKQOS_LOCK_TIMEOUT sets how many seconds to wait)", path.display(), holder_name(*holder), waited.as_secs_f64())]
+    Busy {
+        path: PathBuf,
+        holder: Option<u32>,
+        waited: Duration,
+    },
+}
+
+impl StateError {
+    /// The file or directory the error is about.
+    pub fn path(&self) -> &Path {
+        match self {
+            StateError::Io { path, .. }
+            | StateError::Corrupt { path, .. }
+            | StateError::Untrusted { path, .. }
+            | StateError::TooLarge { path, .. }
+            | StateError::Busy { path, .. } => path,
+        }
+    }
+}
+
+fn holder_name(pid: Option<u32>) -> String {
+    match pid {
+        Some(pid) => format!("the blkqos run with pid {pid}"),
+        None => "another blkqos run".to_string(),
+    }
 }
 
 fn io_err(path: &Path) -> impl FnOnce(io::Error) -> StateError + '_ {
@@ -63,25 +112,39 @@ fn io_err(path: &Path) -> impl FnOnce(io::Error) -> StateError + '_ {
 #[derive(Debug, Clone)]
 pub struct StateDir {
     dir: PathBuf,
+    lock_timeout: Duration,
 }
 
 /// The state, held under the exclusive lock until dropped.
 pub struct Locked {
     _lock: File,
-    file: PathBuf,
+    /// The state directory, checked and resolved.
+    dir: PathBuf,
     pub state: State,
 }
 
 impl StateDir {
     pub fn new(dir: impl Into<PathBuf>) -> Self {
-        StateDir { dir: dir.into() }
+        StateDir {
+            dir: dir.into(),
+            lock_timeout: DEFAULT_LOCK_TIMEOUT,
+        }
+    }
+
+    /// How long `lock` waits for another run before it gives up.
+    pub fn with_lock_timeout(self, lock_timeout: Duration) -> Self {
+        StateDir {
+            lock_timeout,
+            ..self
+        }
     }
 
     pub fn file(&self) -> PathBuf {
         self.dir.join(STATE_FILE)
     }
 
-    /// Take the exclusive lock (waiting for other runs) and load the state.
+    /// Take the exclusive lock (waiting for other runs up to the lock
+    /// timeout) and load the state.
     pub fn lock(&self) -> Result<Locked, StateError> {
         // Saved originals are root's business: the directory is made 0700 and
         // its files 0600 (an existing directory keeps its mode).
@@ -90,78 +153,302 @@ impl StateDir {
             .mode(0o700)
             .create(&self.dir)
             .map_err(io_err(&self.dir))?;
-        let lock_path = self.dir.join(LOCK_FILE);
+        let dir = self.trusted_dir(true)?;
+        let lock_path = dir.join(LOCK_FILE);
+        // Read and write: the pid is written into it; O_NONBLOCK: a FIFO
+        // planted as the lock opens at once and is refused below;
+        // O_NOFOLLOW: nor is a link planted there followed.
         let lock = OpenOptions::new()
             .create(true)
             .truncate(false)
+            .read(true)
             .write(true)
             .mode(0o600)
+            .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW)
             .open(&lock_path)
+            .map_err(|e| io_err(&lock_path)(trust::link_error(e)))?;
+        trust::require_regular(&lock).map_err(io_err(&lock_path))?;
+        wait_for_lock(&lock, &lock_path, self.lock_timeout)?;
+        // Name this run as the holder for the runs that wait for it.
+        let pid = format!("{}\n", std::process::id());
+        lock.set_len(0)
+            .and_then(|()| lock.write_all_at(pid.as_bytes(), 0))
             .map_err(io_err(&lock_path))?;
-        match lock.try_lock() {
-            Ok(()) => {}
-            Err(fs::TryLockError::WouldBlock) => {
-                log::debug!("waiting for another blkqos run ({})", lock_path.display());
-                lock.lock().map_err(io_err(&lock_path))?;
-            }
-            Err(fs::TryLockError::Error(e)) => return Err(io_err(&lock_path)(e)),
-        }
-        let state = self.read()?;
+        remove_stale_temporaries(&dir);
+        let state = read_state(&dir.join(STATE_FILE))?;
         Ok(Locked {
             _lock: lock,
-            file: self.file(),
+            dir,
             state,
         })
+    }
+
+    /// The state directory resolved, when nobody but its owner (and root)
+    /// can change it or anything above it: the caller must own it to write
+    /// there (`writer`), root or the caller to read from it.
+    fn trusted_dir(&self, writer: bool) -> Result<PathBuf, StateError> {
+        let untrusted = |why: String| StateError::Untrusted {
+            path: self.dir.clone(),
+            why,
+        };
+        let real = fs::canonicalize(&self.dir).map_err(io_err(&self.dir))?;
+        let meta = fs::symlink_metadata(&real).map_err(io_err(&self.dir))?;
+        if !meta.is_dir() {
+            return Err(untrusted("not a directory".to_string()));
+        }
+        let uid = trust::euid();
+        if meta.uid() != uid && (writer || meta.uid() != 0) {
+            return Err(untrusted(format!("owned by uid {}", meta.uid())));
+        }
+        // Sticky or not: others could create the state file before us.
+        if meta.mode() & 0o022 != 0 {
+            return Err(untrusted(format!(
+                "writable by group or others (mode {:o})",
+                meta.mode() & 0o7777
+            )));
+        }
+        if let Some(parent) = real.parent()
+            && let Some(why) = trust::untrusted_ancestors(parent, uid).map_err(io_err(&self.dir))?
+        {
+            return Err(untrusted(why));
+        }
+        Ok(real)
     }
 
     /// The state as last saved; no state file is an empty state. Readers do
     /// not need the lock: the file is only ever replaced whole.
     pub fn read(&self) -> Result<State, StateError> {
-        let path = self.file();
-        let text = match fs::read_to_string(&path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(State::default()),
-            Err(e) => return Err(io_err(&path)(e)),
-        };
-        let state: State = serde_json::from_str(&text).map_err(|e| StateError::Corrupt {
-            path: path.clone(),
-            reason: e.to_string(),
-        })?;
-        if state.schema != SCHEMA {
-            return Err(StateError::Corrupt {
-                path,
-                reason: format!("schema {} is not {SCHEMA}", state.schema),
-            });
+        match self.trusted_dir(false) {
+            Ok(dir) => read_state(&dir.join(STATE_FILE)),
+            Err(StateError::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => {
+                Ok(State::default())
+            }
+            Err(e) => Err(e),
         }
-        Ok(state)
     }
+}
+
+/// Read and check a state file; none is an empty state.
+fn read_state(path: &Path) -> Result<State, StateError> {
+    let file = match trust::open_regular(path, false) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(State::default()),
+        Err(e) => return Err(io_err(path)(e)),
+    };
+    let too_large = |size| StateError::TooLarge {
+        path: path.to_path_buf(),
+        size,
+    };
+    let size = file.metadata().map_err(io_err(path))?.len();
+    if size > MAX_STATE_BYTES {
+        return Err(too_large(size));
+    }
+    let mut text = String::new();
+    file.take(MAX_STATE_BYTES + 1)
+        .read_to_string(&mut text)
+        .map_err(io_err(path))?;
+    if text.len() as u64 > MAX_STATE_BYTES {
+        return Err(too_large(text.len() as u64));
+    }
+    let corrupt = |reason: String| StateError::Corrupt {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let state: State = serde_json::from_str(&text).map_err(|e| corrupt(e.to_string()))?;
+    if state.schema != SCHEMA {
+        return Err(corrupt(format!("schema {} is not {SCHEMA}", state.schema)));
+    }
+    check(&state).map_err(corrupt)?;
+    Ok(state)
+}
+
+/// What blkqos writes, and so all a state file may name: the knobs of a
+/// disk (either layout), its other queue attributes and the per-CPU resume
+/// latency, each with a value the kernel could have reported for it. A
+/// forged file could otherwise make `restore` write anything in sysfs.
+fn check(state: &State) -> Result<(), String> {
+    for (path, saved) in &state.saved {
+        check_saved(path, &saved.original)?;
+        if let Some(bad) = saved.owners.iter().find(|o| !is_kernel_name(o)) {
+            return Err(format!(
+                "{path:?} is owned by {bad:?}; expected block device names"
+            ));
+        }
+    }
+    match state.rules.keys().find(|d| !is_kernel_name(d)) {
+        Some(bad) => Err(format!("a rule owns {bad:?}; expected block device names")),
+        None => Ok(()),
+    }
+}
+
+fn check_saved(path: &str, value: &str) -> Result<(), String> {
+    let int_in = |range: std::ops::RangeInclusive<i64>| {
+        value.parse::<i64>().is_ok_and(|n| range.contains(&n))
+    };
+    let parts: Vec<&str> = path.split('/').collect();
+    let (ok, expected) = match parts.as_slice() {
+        ["block", disk, knob] | ["block", disk, "queue", knob]
+            if is_kernel_name(disk) && *knob == "cpu_lat_limit_us" =>
+        {
+            (
+                value == "auto" || int_in(-1..=LIMIT_MAX_US as i64),
+                format!("\"auto\" or an integer from -1 to {LIMIT_MAX_US}"),
+            )
+        }
+        ["block", disk, knob] | ["block", disk, "queue", knob]
+            if is_kernel_name(disk) && *knob == "cpu_lat_timeout_ms" =>
+        {
+            (
+                int_in(TIMEOUT_MIN_MS as i64..=TIMEOUT_MAX_MS as i64),
+                format!("an integer from {TIMEOUT_MIN_MS} to {TIMEOUT_MAX_MS}"),
+            )
+        }
+        ["block", disk, "queue", attr] if is_kernel_name(disk) && is_queue_attr_name(attr) => (
+            value.len() <= MAX_ATTR_VALUE && !value.chars().any(char::is_control),
+            format!("one line of at most {MAX_ATTR_VALUE} bytes"),
+        ),
+        [
+            "devices",
+            "system",
+            "cpu",
+            cpu,
+            "power",
+            "pm_qos_resume_latency_us",
+        ] if cpu.strip_prefix("cpu").is_some_and(|n| {
+            !n.is_empty() && n.len() <= 5 && n.bytes().all(|b| b.is_ascii_digit())
+        }) =>
+        {
+            (
+                value == "n/a" || int_in(0..=i64::from(i32::MAX)),
+                "\"n/a\" or an integer from 0 to 2147483647".to_string(),
+            )
+        }
+        _ => {
+            return Err(format!(
+                "{path:?} is not an attribute blkqos manages; expected block/<disk>/queue/<attribute>, block/<disk>/cpu_lat_* or devices/system/cpu/cpuN/power/pm_qos_resume_latency_us"
+            ));
+        }
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "{path}: saved value {value:?}; expected {expected}"
+        ))
+    }
+}
+
+/// Take the lock, waiting for it at most `timeout` and saying once what it
+/// waits for. The wait is a blocking flock in a helper thread, woken as
+/// soon as the holder lets go (polling loses to the other waiters when
+/// hundreds of udev events queue up); it locks a duplicate of the same open
+/// file, and a lock it gets too late goes with that duplicate.
+fn wait_for_lock(lock: &File, path: &Path, timeout: Duration) -> Result<(), StateError> {
+    match lock.try_lock() {
+        Ok(()) => return Ok(()),
+        Err(fs::TryLockError::WouldBlock) => {}
+        Err(fs::TryLockError::Error(e)) => return Err(io_err(path)(e)),
+    }
+    let holder = holder_pid(lock).map_or("unknown".to_string(), |p| p.to_string());
+    log::info!(
+        "waiting for another blkqos run (pid {holder}) to release {}, up to {:.1} s",
+        path.display(),
+        timeout.as_secs_f64()
+    );
+    let start = Instant::now();
+    let waiter = lock.try_clone().map_err(io_err(path))?;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(waiter.lock());
+    });
+    match rx.recv_timeout(timeout) {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(io_err(path)(e)),
+        Err(_) => Err(StateError::Busy {
+            path: path.to_path_buf(),
+            holder: holder_pid(lock),
+            waited: start.elapsed(),
+        }),
+    }
+}
+
+/// The pid the holder wrote into the lock file, if it did yet.
+fn holder_pid(lock: &File) -> Option<u32> {
+    let mut buf = [0u8; 16];
+    let n = lock.read_at(&mut buf, 0).ok()?;
+    std::str::from_utf8(&buf[..n])
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+        .filter(|&pid| pid != 0)
+}
+
+/// Temporary files of runs killed while saving. Only the holder of the
+/// lock saves, so under the lock none is in use.
+fn remove_stale_temporaries(dir: &Path) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    let prefix = format!(".{STATE_FILE}.");
+    for e in entries.flatten() {
+        if e.file_name().to_string_lossy().starts_with(&prefix) {
+            log::debug!("removing {}, left by a killed run", e.path().display());
+            let _ = fs::remove_file(e.path());
+        }
+    }
+}
+
+/// A new file of this run's own in `dir`: O_EXCL fails on any name that
+/// exists, a planted link included (O_NOFOLLOW says so explicitly), so
+/// nothing but this file is written; the name is unique, so there is no
+/// need to remove anything first.
+fn create_temporary(dir: &Path) -> io::Result<(PathBuf, File)> {
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let mut last = None;
+    for attempt in 0..16u32 {
+        let name = format!(
+            ".{STATE_FILE}.{}.{:08x}",
+            std::process::id(),
+            stamp.wrapping_add(attempt)
+        );
+        let path = dir.join(name);
+        match OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&path)
+        {
+            Ok(f) => return Ok((path, f)),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => last = Some(e),
+            Err(e) => return Err(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| io::Error::from(io::ErrorKind::AlreadyExists)))
 }
 
 impl Locked {
     pub fn save(&self) -> Result<(), StateError> {
-        let dir = self.file.parent().unwrap_or(Path::new("."));
-        let tmp = dir.join(format!(".{STATE_FILE}.{}", std::process::id()));
+        let file = self.dir.join(STATE_FILE);
         let mut text =
             serde_json::to_string_pretty(&self.state).map_err(|e| StateError::Corrupt {
-                path: self.file.clone(),
+                path: file.clone(),
                 reason: e.to_string(),
             })?;
         text.push('\n');
-        let write = || -> io::Result<()> {
-            let mut f = OpenOptions::new()
-                .create(true)
-                .truncate(true)
-                .write(true)
-                .mode(0o600)
-                .open(&tmp)?;
+        let (tmp, mut f) = create_temporary(&self.dir).map_err(io_err(&file))?;
+        let mut write = || -> io::Result<()> {
             f.write_all(text.as_bytes())?;
             f.sync_all()?;
-            fs::rename(&tmp, &self.file)?;
-            File::open(dir)?.sync_all()
+            fs::rename(&tmp, &file)?;
+            File::open(&self.dir)?.sync_all()
         };
         write().map_err(|e| {
             let _ = fs::remove_file(&tmp);
-            io_err(&self.file)(e)
+            io_err(&file)(e)
         })
     }
 }
@@ -199,5 +486,39 @@ mod tests {
         fs::write(dir.path().join(STATE_FILE), "{ not json").unwrap();
         let err = StateDir::new(dir.path()).read().unwrap_err();
         assert!(err.to_string().contains("corrupt state file"), "{err}");
+    }
+
+    #[test]
+    fn only_what_blkqos_writes_may_be_saved() {
+        for (path, value) in [
+            ("block/sda/cpu_lat_limit_us", "auto"),
+            ("block/sda/queue/cpu_lat_limit_us", "100000"),
+            ("block/sda/cpu_lat_timeout_ms", "1"),
+            ("block/sda/queue/scheduler", "mq-deadline"),
+            ("block/md0/queue/read_ahead_kb", ""),
+            (
+                "devices/system/cpu/cpu12/power/pm_qos_resume_latency_us",
+                "n/a",
+            ),
+        ] {
+            assert_eq!(check_saved(path, value), Ok(()), "{path} = {value}");
+        }
+        for (path, value) in [
+            ("block/sda/cpu_lat_limit_us", "-2"),
+            ("block/sda/queue/cpu_lat_timeout_ms", "60001"),
+            ("block/sda/queue/Scheduler", "none"),
+            ("block/sda/device/delete", "1"),
+            ("block/sda/queue/scheduler/x", "none"),
+            ("block/../queue/scheduler", "none"),
+            ("devices/system/cpu/cpu/power/pm_qos_resume_latency_us", "0"),
+            (
+                "devices/system/cpu/cpu1/power/pm_qos_resume_latency_us",
+                "2147483648",
+            ),
+            ("devices/system/cpu/cpu1/online", "0"),
+            ("/block/sda/queue/scheduler", "none"),
+        ] {
+            assert!(check_saved(path, value).is_err(), "{path} = {value}");
+        }
     }
 }

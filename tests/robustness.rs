@@ -33,7 +33,10 @@ fn knobs(env: &Env, n: u32) -> BTreeMap<String, (String, String)> {
 }
 
 fn quiet(mut c: std::process::Command) -> Child {
-    c.stdout(Stdio::null())
+    // Hundreds of runs queue for the lock here; on a loaded machine the last
+    // may wait longer than the default 10 s and give up (exit 3) by design.
+    c.env("BLKQOS_LOCK_TIMEOUT", "300")
+        .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .unwrap()

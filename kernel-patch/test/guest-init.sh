@@ -8,7 +8,10 @@
 # blkqos.only=lapse runs only the lapse checks, blkqos.only=nvme only
 # the NVMe topology checks (guest-nvme.sh);
 # blkqos.hotpath_ios=N sets its I/O count; blkqos.only=bench runs the
-# benchmark matrix of bench/kernel, blkqos.bench_ios=N I/Os per point;
+# benchmark matrix of bench/kernel, blkqos.bench_ios=N I/Os per point,
+# blkqos.bench_lat_reps=N latency runs per point, blkqos.bench_reps=N runs
+# of the second after the last I/O, blkqos.bench_spread=P the completion
+# times' spread (+/- P per cent);
 # blkqos.stress_secs=N sets the stress run's guest seconds (default 60).
 
 export PATH=/bin:/sbin:/usr/bin:/usr/sbin
@@ -28,6 +31,8 @@ BENCH_IOS=$(sed -n 's/.*blkqos\.bench_ios=\([0-9]*\).*/\1/p' /proc/cmdline)
 : "${BENCH_IOS:=2000}"
 BENCH_REPS=$(sed -n 's/.*blkqos\.bench_reps=\([0-9]*\).*/\1/p' /proc/cmdline)
 : "${BENCH_REPS:=5}"
+BENCH_LAT_REPS=$(sed -n 's/.*blkqos\.bench_lat_reps=\([0-9]*\).*/\1/p' /proc/cmdline)
+: "${BENCH_LAT_REPS:=3}"
 BENCH_SPREAD=$(sed -n 's/.*blkqos\.bench_spread=\([0-9]*\).*/\1/p' /proc/cmdline)
 : "${BENCH_SPREAD:=50}"
 STRESS_SECS=$(sed -n 's/.*blkqos\.stress_secs=\([0-9]*\).*/\1/p' /proc/cmdline)
@@ -589,20 +594,21 @@ hot_path() { # [irqmode]
 }
 
 # Latency of QD1/QD4 4k random reads on CPU1 through libaio, and the
-# deep state's time on CPU0 and CPU1 while fio ran: prints
-# "iops mean_us p50_us p99_us p99.9_us max_us deep0_us deep1_us"
+# deep state's share of CPU0's and CPU1's time while fio ran (each read on
+# its own CPU, over the time between the two readings): prints
+# "iops mean_us p50_us p99_us p99.9_us max_us deep0_pct deep1_pct"
 fio_lat() { # dev iodepth nr_ios
 	fio --name=lat --filename="/dev/$1" --rw=randread --bs=4k \
 		--ioengine=libaio --iodepth="$2" --direct=1 --number_ios="$3" \
 		--size=64m --cpus_allowed=1 --norandommap --randrepeat=1 \
 		--percentile_list=50:99:99.9 --output-format=terse \
 		--terse-version=3 \
-		--exec_prerun="sh -c 'idle-snap 0 >/tmp/pre; idle-snap 1 >>/tmp/pre'" \
-		--exec_postrun="sh -c 'idle-snap 0 >/tmp/post; idle-snap 1 >>/tmp/post'" \
+		--exec_prerun="sh -c 'idle-watch snap 2 >/tmp/pre'" \
+		--exec_postrun="sh -c 'idle-watch snap 2 >/tmp/post'" \
 		2>/tmp/fio.err >/tmp/fio.out
-	d0=$(delta "$(sed -n 1p /tmp/pre)" "$(sed -n 1p /tmp/post)" 6)
-	d1=$(delta "$(sed -n 2p /tmp/pre)" "$(sed -n 2p /tmp/post)" 6)
-	awk -F';' -v d0="$d0" -v d1="$d1" '$1 == 3 {
+	shares=$(paste -d' ' /tmp/pre /tmp/post | awk '{
+		printf "%s%.1f", (NR > 1 ? " " : ""), ($3 - $1) * 100000 / ($4 - $2) }')
+	awk -F';' -v shares="$shares" '$1 == 3 {
 		p50 = p99 = p999 = 0
 		for (i = 18; i <= 37; i++) {
 			split($i, a, "=")
@@ -610,7 +616,7 @@ fio_lat() { # dev iodepth nr_ios
 			if (a[1] == "99.000000%") p99 = a[2]
 			if (a[1] == "99.900000%") p999 = a[2]
 		}
-		printf "%s %s %s %s %s %s %s %s\n", $8, $16, p50, p99, p999, $15, d0, d1
+		printf "%s %s %s %s %s %s %s\n", $8, $16, p50, p99, p999, $15, shares
 	}' /tmp/fio.out
 	[ -s /tmp/fio.out ] || sed 's/^/fio: /' /tmp/fio.err >&2
 }
@@ -651,6 +657,8 @@ peer_on() { # cfg
 		for c in 0 1; do
 			echo $C1_EXIT_US >/sys/devices/system/cpu/cpu$c/power/pm_qos_resume_latency_us
 		done ;;
+	psd_cpu0_floor)
+		echo 1 >/sys/devices/system/cpu/cpu0/cpuidle/state2/disable ;;
 	knob10) echo 10 >"$(knob bx limit_us)" ;;
 	knob0) echo 0 >"$(knob bx limit_us)" ;;
 	auto) echo auto >"$(knob bx limit_us)" ;;
@@ -669,10 +677,24 @@ deep_disabled() { # 0|1
 # "device" completes on CPU0 and blk-mq sends the completion to CPU1, the
 # submitter, by IPI: CPU1's governor cannot see it coming. Completion
 # times are spread over +/- BENCH_SPREAD per cent of the nominal, as a
-# real device's are (a fixed delay lets menu learn it exactly).
+# real device's are (a fixed delay lets menu learn it exactly). The device
+# is made again for every configuration: its delays are drawn from a seed
+# set when it is made, so every peer sees the same delays, in the same
+# order. BENCH_LAT_REPS latency runs (each draws the next delays) and
+# BENCH_REPS runs of the second after the last I/O per point.
+bx_up() { # cus spread
+	mknull bx queue_mode=2 irqmode=2 completion_nsec=$(($1 * 1000)) \
+		submit_queues=2 complete_cpu=0 complete_spread_pct="$2" ||
+		fail setup-nullb-bx
+	echo 2 >/sys/block/bx/queue/rq_affinity
+}
+
 bench_cross() {
 	if [ "$MODE" = psdmodel ]; then
-		cfgs=psd
+		# psd_cpu0_floor: the PSD model with the deep state off on
+		# CPU0, which completes the I/O but submits none, so PSD never
+		# holds it: shows how much of PSD's tail is CPU0 waking
+		cfgs="psd psd_cpu0_floor"
 	else
 		cfgs="baseline floor dma resume knob10 knob0 auto"
 	fi
@@ -681,33 +703,36 @@ bench_cross() {
 		for cus in 20 50 100 200 50f; do
 			spread=$BENCH_SPREAD
 			case $cus in *f) cus=${cus%f} spread=0 ;; esac
-			mknull bx queue_mode=2 irqmode=2 \
-				completion_nsec=$((cus * 1000)) submit_queues=2 \
-				complete_cpu=0 complete_spread_pct="$spread" ||
-				fail setup-nullb-bx
-			echo 2 >/sys/block/bx/queue/rq_affinity
-			for qd in 1 4; do
-				for cfg in $cfgs; do
-					peer_on "$cfg"
-					set -- $(fio_lat bx $qd "$BENCH_IOS")
-					measure "lat gov=$g cus=$cus spread=$spread qd=$qd cfg=$cfg ios=$BENCH_IOS" \
-						"iops=$1 mean=$2 p50=$3 p99=$4 p999=$5 max=$6" \
-						"deep0_us=$7 deep1_us=$8"
+			for cfg in $cfgs; do
+				bx_up "$cus" "$spread"
+				peer_on "$cfg"
+				rep=1
+				while [ $rep -le "$BENCH_LAT_REPS" ]; do
+					for qd in 1 4; do
+						set -- $(fio_lat bx $qd "$BENCH_IOS")
+						measure "lat gov=$g cus=$cus spread=$spread qd=$qd cfg=$cfg rep=$rep ios=$BENCH_IOS" \
+							"iops=$1 mean=$2 p50=$3 p99=$4 p999=$5 max=$6" \
+							"deep0_pct=$7 deep1_pct=$8"
+					done
+					rep=$((rep + 1))
 				done
+				peer_off
+				rmnull bx
 			done
 			# the second after the last I/O varies with the
-			# governors' history: BENCH_REPS runs of each, in turn
+			# governors' history: the peers in turn, BENCH_REPS times
 			rep=1
 			while [ $rep -le "$BENCH_REPS" ]; do
 				for cfg in $cfgs; do
+					bx_up "$cus" "$spread"
 					peer_on "$cfg"
 					measure "power gov=$g cus=$cus spread=$spread cfg=$cfg rep=$rep" \
 						"$(idle-watch /dev/bx 1 200 2 1000000)"
+					peer_off
+					rmnull bx
 				done
 				rep=$((rep + 1))
 			done
-			peer_off
-			rmnull bx
 		done
 	done
 	echo menu >$CPUIDLE/current_governor

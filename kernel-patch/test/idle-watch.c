@@ -16,6 +16,12 @@
  *             STATE, per cent; the deep state's time includes its exit>
  *   cpuN_first_us=<last I/O -> CPU N's first STATE entry, -1 if none>
  *
+ *   idle-watch snap STATE
+ *
+ * prints "<STATE time, us> <CLOCK_MONOTONIC, ns>" for every CPU, one line
+ * each, both read on that CPU: two snaps give each CPU's share of the time
+ * between them spent in STATE (the latency runs' "deep while fio ran").
+ *
  * The first entry comes from the test idle driver (debugfs
  * blkqos_test/first_deep), which stamps it when the CPU enters the state:
  * nothing has to poll for it and keep a CPU awake.
@@ -115,6 +121,24 @@ static long long read_awake(int cpu, int fd, long long *when)
 	return v;
 }
 
+/* "STATE_TIME_US WHEN_NS" of every CPU, one line each, read on that CPU */
+static int snap(int state)
+{
+	int fds[MAX_CPUS];
+	int ncpu = open_times(state, fds), cpu;
+	long long when, t;
+
+	if (!ncpu) {
+		fprintf(stderr, "idle-watch: no cpuidle state%d\n", state);
+		return 1;
+	}
+	for (cpu = 0; cpu < ncpu; cpu++) {
+		t = read_awake(cpu, fds[cpu], &when);
+		printf("%lld %lld\n", t, when);
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	int io_cpu, nr, state, dev, ncpu, cpu, i;
@@ -125,9 +149,12 @@ int main(int argc, char **argv)
 	struct timespec end;
 	void *buf;
 
+	if (argc == 3 && !strcmp(argv[1], "snap"))
+		return snap(atoi(argv[2]));
 	if (argc != 6) {
 		fprintf(stderr,
-			"usage: idle-watch DEV IO_CPU NR_IOS STATE WINDOW_US\n");
+			"usage: idle-watch DEV IO_CPU NR_IOS STATE WINDOW_US\n"
+			"       idle-watch snap STATE\n");
 		return 2;
 	}
 	io_cpu = atoi(argv[2]);

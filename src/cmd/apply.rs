@@ -5,7 +5,7 @@ use crate::engine::{Failed, Job};
 use crate::error::Error;
 use crate::plan::{Change, DevicePlan, Plan, Scope};
 use crate::profile::Profile;
-use crate::report::{Style, table, warn_all};
+use crate::report::{Style, Unreadable, table, warn_all};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -74,7 +74,14 @@ pub fn apply(
             profile: &profile,
             scope,
         })?;
-        emit_plan(ctx.style, &preview.plan, true, json, out);
+        emit_plan(
+            ctx.style,
+            &preview.plan,
+            true,
+            json,
+            &preview.unreadable,
+            out,
+        );
         return Ok(0);
     }
     // Validated before taking the lock: a bad profile must not touch the state dir.
@@ -89,7 +96,7 @@ pub fn apply(
                 (done.vanished.iter())
                     .map(|p| format!("{p}: vanished before it was written; skipped")),
             );
-            emit_plan(ctx.style, &plan, false, json, out);
+            emit_plan(ctx.style, &plan, false, json, &[], out);
             Ok(0)
         }
         Err(failed) => {
@@ -108,6 +115,7 @@ pub fn apply(
                     false,
                     &devices,
                     &plan.warnings,
+                    &[],
                     Some(&error),
                 ));
             }
@@ -116,7 +124,14 @@ pub fn apply(
     }
 }
 
-fn emit_plan(style: Style, plan: &Plan, dry_run: bool, json: bool, out: &mut String) {
+fn emit_plan(
+    style: Style,
+    plan: &Plan,
+    dry_run: bool,
+    json: bool,
+    unreadable: &[Unreadable],
+    out: &mut String,
+) {
     if json {
         let devices: Vec<DeviceOut> = plan.devices.iter().map(DeviceOut::from).collect();
         out.push_str(&doc(
@@ -125,6 +140,7 @@ fn emit_plan(style: Style, plan: &Plan, dry_run: bool, json: bool, out: &mut Str
             dry_run,
             &devices,
             &plan.warnings,
+            unreadable,
             None,
         ));
         return;

@@ -15,7 +15,7 @@ pub mod verify;
 use crate::devname;
 use crate::engine::Engine;
 use crate::error::Error;
-use crate::report::{Document, Failure, JSON_SCHEMA, Style};
+use crate::report::{Document, Failure, JSON_SCHEMA, Style, Unreadable};
 use crate::state::StateDir;
 use crate::sysfs::Sysfs;
 use serde::Serialize;
@@ -54,6 +54,7 @@ fn doc<D: Serialize>(
     dry_run: bool,
     devices: D,
     warnings: &[String],
+    unreadable: &[Unreadable],
     error: Option<&Error>,
 ) -> String {
     Document {
@@ -63,6 +64,7 @@ fn doc<D: Serialize>(
         dry_run,
         devices,
         warnings,
+        unreadable,
         error: error.map(|e| e.to_string()),
         failure: error.map(failure),
     }
@@ -71,7 +73,7 @@ fn doc<D: Serialize>(
 
 /// The document of a command that failed before it had anything to show.
 pub fn error_doc(command: &str, dry_run: bool, error: &Error) -> String {
-    doc(command, false, dry_run, [(); 0], &[], Some(error))
+    doc(command, false, dry_run, [(); 0], &[], &[], Some(error))
 }
 
 fn failure(e: &Error) -> Failure {

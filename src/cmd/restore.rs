@@ -57,6 +57,7 @@ pub fn restore(
             dry_run,
             &devices,
             &plan.warnings,
+            &[],
             None,
         ));
         return Ok(0);

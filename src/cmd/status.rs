@@ -68,7 +68,9 @@ struct DeviceStatus<'a> {
 
 pub fn status(ctx: &Ctx, json: bool, out: &mut String) -> Result<u8, Error> {
     let inv = discover::scan(&ctx.sysfs, Extent::All, Detail::FULL);
-    let state = ctx.state.read()?;
+    let (state, unreadable) = ctx
+        .engine()
+        .read_state("owning rules are not shown, and per-CPU limits blkqos set show as conflicts");
     let mut idle_tables: BTreeMap<u32, Vec<IdleState>> = BTreeMap::new();
     for d in inv.visible() {
         for t in d.targets.iter().filter_map(|t| inv.get(t)) {
@@ -124,7 +126,15 @@ pub fn status(ctx: &Ctx, json: bool, out: &mut String) -> Result<u8, Error> {
         });
     }
     if json {
-        out.push_str(&doc("status", false, false, &devices, &warn, None));
+        out.push_str(&doc(
+            "status",
+            false,
+            false,
+            &devices,
+            &warn,
+            &unreadable,
+            None,
+        ));
         return Ok(0);
     }
     for d in &devices {

@@ -21,13 +21,11 @@ struct Verified<'a> {
 pub fn verify(ctx: &Ctx, profile: &Path, json: bool, out: &mut String) -> Result<u8, Error> {
     let profile_path = profile;
     let profile = Profile::load(profile)?;
-    let plan = ctx
-        .engine()
-        .preview(&Job::Apply {
-            profile: &profile,
-            scope: Scope::all(),
-        })?
-        .plan;
+    let preview = ctx.engine().preview(&Job::Apply {
+        profile: &profile,
+        scope: Scope::all(),
+    })?;
+    let plan = preview.plan;
     let ok = plan.is_empty();
     if json {
         let devices: Vec<Verified> = (plan.devices.iter())
@@ -36,7 +34,15 @@ pub fn verify(ctx: &Ctx, profile: &Path, json: bool, out: &mut String) -> Result
                 ok: d.changes.is_empty(),
             })
             .collect();
-        out.push_str(&doc("verify", false, false, &devices, &plan.warnings, None));
+        out.push_str(&doc(
+            "verify",
+            false,
+            false,
+            &devices,
+            &plan.warnings,
+            &preview.unreadable,
+            None,
+        ));
     } else {
         let rows: Vec<Vec<String>> = plan
             .changes()

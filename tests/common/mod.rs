@@ -201,3 +201,40 @@ name = "ssd"
 match = { transport = ["sata", "sas"], rotational = false }
 cpu_lat_limit_us = 20
 "#;
+
+/// Runs that could hang (a held lock, a FIFO) are bounded here so that a
+/// regression fails the test instead of hanging it: `None` when `cmd` had
+/// not ended after `limit` (it is killed then).
+pub fn run_within(mut cmd: Command, limit: std::time::Duration) -> Option<Run> {
+    use std::process::Stdio;
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + limit;
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            return None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    Some(Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    })
+}
+
+/// True when running as root; tests of root-only behaviour say why they skip.
+pub fn is_root(why: &str) -> bool {
+    // SAFETY: geteuid() has no preconditions and cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    if !root {
+        eprintln!("skipped: not root, so {why}");
+    }
+    root
+}

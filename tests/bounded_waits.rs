@@ -1,0 +1,150 @@
+//! Nothing waits without end (issue 14, bug 8): a run holding the lock makes
+//! the others give up after a bounded wait, naming it, with their own exit
+//! status; a FIFO where a profile, the lock or the state file belongs is
+//! refused, not waited on.
+
+mod common;
+use blkqos::abi::Abi;
+use common::{Env, NVME_AUTO, run_within};
+use std::ffi::CString;
+use std::fs;
+use std::io::Write;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// The exit status of a run that gave up waiting for the lock.
+const EXIT_BUSY: i32 = 3;
+
+fn mkfifo(p: &Path) {
+    let c = CString::new(p.as_os_str().as_bytes()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(
+        unsafe { libc::mkfifo(c.as_ptr(), 0o600) },
+        0,
+        "{}",
+        p.display()
+    );
+}
+
+#[test]
+fn a_held_lock_makes_apply_restore_and_udev_give_up_naming_the_holder() {
+    let env = Env::zoo(Abi::Queue);
+    let p = env.profile("p.toml", NVME_AUTO);
+    let p = p.to_str().unwrap();
+    let r = env.run(&["apply", p]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(env.run(&["restore"]).code, 0);
+    // a run that holds the lock: this test, as a stopped apply would
+    let mut lock = fs::OpenOptions::new()
+        .write(true)
+        .open(env.state.join("lock"))
+        .unwrap();
+    lock.lock().unwrap();
+    lock.set_len(0).unwrap();
+    let holder = std::process::id();
+    writeln!(lock, "{holder}").unwrap();
+    let before = env.snapshot();
+    let devpath = format!("/{}", env.fx.dir_of("nvme0n1"));
+    for args in [
+        &["apply", p][..],
+        &["restore"],
+        &["udev", "--action", "add", "--devpath", &devpath, p],
+        &["udev", "--action", "remove", "--devpath", &devpath, p],
+        &["coldplug", p],
+    ] {
+        let mut c = env.cmd();
+        c.env("BLKQOS_LOCK_TIMEOUT", "1").args(args);
+        let t = Instant::now();
+        let r = run_within(c, Duration::from_secs(15))
+            .unwrap_or_else(|| panic!("{args:?} still waiting after 15 s"));
+        assert_eq!(r.code, EXIT_BUSY, "{args:?}: {}", r.stderr);
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "{args:?}: {:?}",
+            t.elapsed()
+        );
+        r.assert_stderr_has(&format!("waiting for another blkqos run (pid {holder})"));
+        r.assert_stderr_has(&format!("pid {holder} still holds"));
+    }
+    assert_eq!(env.snapshot(), before, "nothing written while waiting");
+    // read-only commands do not wait at all
+    let r = run_within(
+        {
+            let mut c = env.cmd();
+            c.args(["apply", p, "--dry-run"]);
+            c
+        },
+        Duration::from_secs(15),
+    )
+    .expect("a dry run does not wait");
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    drop(lock);
+    assert_eq!(env.run(&["apply", p]).code, 0, "free again");
+}
+
+#[test]
+fn the_lock_file_names_the_run_holding_it() {
+    let env = Env::zoo(Abi::Queue);
+    let p = env.profile("p.toml", NVME_AUTO);
+    let mut c = env.cmd();
+    c.args(["apply", p.to_str().unwrap()]);
+    let child = c.spawn().unwrap();
+    let pid = child.id();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let text = fs::read_to_string(env.state.join("lock")).unwrap();
+    assert_eq!(text.trim(), pid.to_string());
+}
+
+#[test]
+fn a_fifo_as_profile_lock_or_state_file_is_refused_not_waited_on() {
+    let env = Env::zoo(Abi::Queue);
+    let good = env.profile("p.toml", NVME_AUTO);
+    let fifo = env.work.join("fifo.toml");
+    mkfifo(&fifo);
+    let run = |args: &[&str]| {
+        let mut c = env.cmd();
+        c.env("BLKQOS_LOCK_TIMEOUT", "1").args(args);
+        run_within(c, Duration::from_secs(10)).unwrap_or_else(|| panic!("{args:?} hangs on a FIFO"))
+    };
+    let before = env.snapshot();
+    for args in [
+        &["check", fifo.to_str().unwrap()][..],
+        &["apply", fifo.to_str().unwrap()],
+        &["apply", fifo.to_str().unwrap(), "--dry-run"],
+        &["verify", fifo.to_str().unwrap()],
+    ] {
+        let r = run(args);
+        assert_eq!(r.code, 2, "{args:?}: {}", r.stderr);
+        r.assert_stderr_has("not a regular file");
+    }
+    assert_eq!(env.snapshot(), before);
+
+    fs::create_dir_all(&env.state).unwrap();
+    fs::set_permissions(
+        &env.state,
+        std::os::unix::fs::PermissionsExt::from_mode(0o700),
+    )
+    .unwrap();
+    mkfifo(&env.state.join("lock"));
+    for args in [&["apply", good.to_str().unwrap()][..], &["restore"]] {
+        let r = run(args);
+        assert_eq!(r.code, 1, "{args:?}: {}", r.stderr);
+        r.assert_stderr_has("lock: not a regular file");
+    }
+    assert_eq!(env.snapshot(), before);
+    fs::remove_file(env.state.join("lock")).unwrap();
+
+    mkfifo(&env.state.join("state.json"));
+    for args in [&["apply", good.to_str().unwrap()][..], &["restore"]] {
+        let r = run(args);
+        assert_eq!(r.code, 1, "{args:?}: {}", r.stderr);
+        r.assert_stderr_has("state.json: not a regular file");
+    }
+    assert_eq!(env.snapshot(), before);
+    // a read-only command says so and goes on
+    let r = run(&["status"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    r.assert_stderr_has("state.json: not a regular file");
+}

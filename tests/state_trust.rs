@@ -1,0 +1,199 @@
+//! The state directory and what is in it are not taken on trust (issue 14,
+//! bug 7): a directory others control is refused, no file is created
+//! through a planted link, and a forged `state.json` cannot make `restore`
+//! write anything blkqos does not manage.
+
+mod common;
+use blkqos::abi::Abi;
+use common::{Env, NVME_AUTO, is_root};
+use std::fs;
+use std::os::unix::fs::{PermissionsExt, chown, symlink};
+
+const LIMIT: &str = "block/nvme0n1/queue/cpu_lat_limit_us";
+
+fn chmod(p: &std::path::Path, mode: u32) {
+    fs::set_permissions(p, fs::Permissions::from_mode(mode)).unwrap();
+}
+
+#[test]
+fn a_state_directory_others_can_write_to_or_own_is_refused() {
+    let env = Env::zoo(Abi::Queue);
+    let p = env.profile("p.toml", NVME_AUTO);
+    let p = p.to_str().unwrap();
+    fs::create_dir_all(&env.state).unwrap();
+    let before = env.snapshot();
+    let refused = |what: &str, needle: &str| {
+        for args in [&["apply", p][..], &["restore"]] {
+            let r = env.run(args);
+            assert_eq!(r.code, 1, "{what}, {args:?}: {}", r.stderr);
+            r.assert_stderr_has("refusing the state directory");
+            r.assert_stderr_has(needle);
+        }
+        assert_eq!(env.snapshot(), before, "{what}: nothing written");
+        assert!(!env.state.join("state.json").exists(), "{what}");
+    };
+    chmod(&env.state, 0o777);
+    refused("mode 0777", "writable by group or others (mode 777)");
+    chmod(&env.state, 0o1777);
+    refused("mode 1777", "writable by group or others (mode 1777)");
+    chmod(&env.state, 0o700);
+    // an ancestor others can write to lets them replace the directory
+    let parent = env.state.parent().unwrap();
+    chmod(parent, 0o777);
+    refused("parent 0777", "which group or others can write to");
+    chmod(parent, 0o700);
+    if is_root("a directory owned by someone else cannot be made") {
+        chown(&env.state, Some(65534), None).unwrap();
+        refused("owned by nobody", "owned by uid 65534");
+        chown(&env.state, Some(0), None).unwrap();
+    }
+    let r = env.run(&["apply", p]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(env.get(LIMIT), "4");
+}
+
+#[test]
+fn links_planted_in_the_state_directory_are_not_followed() {
+    let env = Env::zoo(Abi::Queue);
+    let p = env.profile("p.toml", NVME_AUTO);
+    let p = p.to_str().unwrap();
+    let victim = env.work.join("victim");
+    fs::write(&victim, "precious\n").unwrap();
+    fs::create_dir_all(&env.state).unwrap();
+    chmod(&env.state, 0o700);
+
+    // the lock file
+    symlink(&victim, env.state.join("lock")).unwrap();
+    let r = env.run(&["apply", p]);
+    assert_eq!(r.code, 1, "a linked lock file: {}", r.stderr);
+    r.assert_stderr_has("lock");
+    assert_eq!(fs::read_to_string(&victim).unwrap(), "precious\n");
+    assert_eq!(env.get(LIMIT), "-1", "nothing written");
+    fs::remove_file(env.state.join("lock")).unwrap();
+
+    // the temporary state file: its name used to be predictable (the pid)
+    let mut probe = env.cmd();
+    let mut probe = probe
+        .arg("--version")
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let from = probe.id() + 1;
+    assert!(probe.wait().unwrap().success());
+    for pid in from..from + 400 {
+        symlink(&victim, env.state.join(format!(".state.json.{pid}"))).unwrap();
+    }
+    let r = env.run(&["apply", p]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(fs::read_to_string(&victim).unwrap(), "precious\n");
+    assert_eq!(env.get(LIMIT), "4");
+    assert!(
+        fs::symlink_metadata(env.state.join("state.json"))
+            .unwrap()
+            .file_type()
+            .is_file(),
+        "state.json is a file of its own"
+    );
+
+    // the state file itself is not read through a link
+    fs::remove_file(env.state.join("state.json")).unwrap();
+    symlink(&victim, env.state.join("state.json")).unwrap();
+    let r = env.run(&["restore"]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    r.assert_stderr_has("state.json");
+    assert_eq!(fs::read_to_string(&victim).unwrap(), "precious\n");
+}
+
+/// A state file naming `path` with `original`, as a forger would write it.
+fn forged(path: &str, original: &str) -> String {
+    serde_json::json!({
+        "schema": 1,
+        "saved": { path: { "original": original, "owners": ["nvme0n1"] } },
+        "rules": { "nvme0n1": "nvme" }
+    })
+    .to_string()
+}
+
+#[test]
+fn a_forged_state_file_cannot_make_restore_write_what_blkqos_does_not_manage() {
+    let env = Env::zoo(Abi::Queue);
+    fs::create_dir_all(env.fx.root().join("power")).unwrap();
+    fs::write(env.fx.root().join("power/state"), "freeze mem disk\n").unwrap();
+    fs::create_dir_all(&env.state).unwrap();
+    chmod(&env.state, 0o700);
+    let before = env.snapshot();
+    let resume = "devices/system/cpu/cpu0/power/pm_qos_resume_latency_us";
+    for (path, original, why) in [
+        ("power/state", "mem", "not an attribute blkqos manages"),
+        (
+            "block/../power/state",
+            "mem",
+            "not an attribute blkqos manages",
+        ),
+        (
+            "block/nvme0n1/queue/../../../power/state",
+            "mem",
+            "not an attribute blkqos manages",
+        ),
+        (
+            "devices/system/cpu/cpu0/power/control",
+            "on",
+            "not an attribute",
+        ),
+        (LIMIT, "100001", "expected"),
+        (LIMIT, "fast", "expected"),
+        ("block/nvme0n1/queue/cpu_lat_timeout_ms", "0", "expected"),
+        (resume, "-5", "expected"),
+        (
+            "block/nvme0n1/queue/scheduler",
+            "none\nmq-deadline",
+            "expected",
+        ),
+    ] {
+        fs::write(env.state.join("state.json"), forged(path, original)).unwrap();
+        for args in [&["restore"][..], &["restore", "--dry-run"]] {
+            let r = env.run(args);
+            assert_eq!(r.code, 1, "{path} = {original:?}, {args:?}: {}", r.stderr);
+            r.assert_stderr_has("state.json");
+            r.assert_stderr_has(why);
+        }
+        assert_eq!(
+            env.snapshot(),
+            before,
+            "{path} = {original:?}: nothing written"
+        );
+    }
+    // what blkqos does write is accepted and put back
+    for (path, original) in [
+        (LIMIT, "auto"),
+        (LIMIT, "-1"),
+        ("block/nvme0n1/queue/cpu_lat_timeout_ms", "60000"),
+        (resume, "n/a"),
+        (resume, "0"),
+        ("block/nvme0n1/queue/read_ahead_kb", "256"),
+    ] {
+        fs::write(env.state.join("state.json"), forged(path, original)).unwrap();
+        let r = env.run(&["restore"]);
+        assert_eq!(r.code, 0, "{path} = {original:?}: {}", r.stderr);
+        assert_eq!(env.get(path), original);
+    }
+}
+
+#[test]
+fn an_oversized_state_file_is_refused_without_reading_it() {
+    let env = Env::zoo(Abi::Queue);
+    fs::create_dir_all(&env.state).unwrap();
+    chmod(&env.state, 0o700);
+    let f = fs::File::create(env.state.join("state.json")).unwrap();
+    // sparse: costs nothing to make, 200 MB to read
+    f.set_len(200 << 20).unwrap();
+    let t = std::time::Instant::now();
+    for args in [&["restore"][..], &["status"]] {
+        let r = env.run(args);
+        r.assert_stderr_has("larger than 16 MiB");
+        if args == ["restore"] {
+            assert_eq!(r.code, 1, "{}", r.stderr);
+        }
+    }
+    assert!(t.elapsed().as_secs() < 5, "took {:?}", t.elapsed());
+}
