@@ -8,7 +8,7 @@
 //! The profile format's page, blkqos.toml(5), is written by hand in man/.
 
 use blkqos::cli::{Cli, DEFAULT_PROFILE};
-use blkqos::error::{EXIT_FAILED, EXIT_USAGE};
+use blkqos::error::{EXIT_BUSY, EXIT_FAILED, EXIT_USAGE, EXIT_VERIFY_TROUBLE};
 use clap::{Command, CommandFactory};
 use clap_complete::Shell;
 use std::error::Error;
@@ -64,11 +64,21 @@ fn extra_sections(cmd: &Command) -> Result<String, std::fmt::Error> {
         ),
         (
             EXIT_USAGE,
-            "A usage or profile error (for \\fBudev\\fR: an event refused as malformed); nothing was written.",
+            "A usage or profile error, a wrong sysfs root, or no root where root is needed (for \\fBudev\\fR: an event refused as malformed); nothing was written. For \\fBverify\\fR: any error, it could not check.",
+        ),
+        (
+            EXIT_BUSY,
+            "Another run held the lock longer than \\fB\\-\\-lock\\-timeout\\fR (\\fBapply\\fR, \\fBrestore\\fR, \\fBudev\\fR, \\fBcoldplug\\fR); nothing was written: try again.",
         ),
     ] {
         writeln!(s, ".TP\n.B {code}\n{meaning}")?;
     }
+    // verify answers as diff and cmp do; its trouble code shares a number
+    // with usage errors, so it is said of verify in a paragraph of its own
+    writeln!(
+        s,
+        ".PP\n\\fBverify\\fR exits as \\fBdiff\\fR(1) does: 0 the live values match, {EXIT_FAILED} they differ, {EXIT_VERIFY_TROUBLE} it could not check (any error). It takes no lock, so it never exits {EXIT_BUSY}.",
+    )?;
 
     writeln!(s, ".SH ENVIRONMENT")?;
     let mut seen = Vec::new();

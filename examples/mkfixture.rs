@@ -1,8 +1,12 @@
 //! Build a fake sysfs tree: `cargo run --example mkfixture -- DIR [zoo|nvme:N] [queue|disk|none]`.
 //! Used by the benchmarks and the Ansible role's tests.
 
-use blkqos::backend::Abi;
-use blkqos::fixture::Fixture;
+use blkqos::abi::Abi;
+#[path = "../tests/support/fixture.rs"]
+#[allow(dead_code)]
+mod fixture;
+
+use fixture::Fixture;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {

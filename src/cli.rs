@@ -119,7 +119,7 @@ pub enum Command {
         #[arg(long = "device", value_name = "NAME")]
         devices: Vec<String>,
     },
-    /// Compare live values with what a profile wants (exit 1 on mismatch)
+    /// Compare live values with what a profile wants (exit 1 on mismatch, 2 when it cannot check)
     Verify {
         profile: PathBuf,
         #[arg(long)]
@@ -144,7 +144,8 @@ pub enum Command {
     /// Which rule matches a device and why, and which queues it resolves to
     Explain { profile: PathBuf, device: String },
     /// Hotplug entry point for the udev rule: apply PROFILE to the one disk
-    /// of the event (add, change) or put back what was saved for it (remove)
+    /// of the event (add, change), or plan PROFILE again without it
+    /// (remove): what only it wanted goes back to the saved originals
     Udev {
         /// The event's action; udev sets ACTION
         #[arg(long, env = "ACTION")]
@@ -160,6 +161,28 @@ pub enum Command {
         #[arg(default_value = DEFAULT_PROFILE)]
         profile: PathBuf,
     },
+}
+
+impl Command {
+    /// Every subcommand's name.
+    pub const NAMES: [&'static str; 9] = [
+        "list", "check", "apply", "verify", "restore", "status", "explain", "udev", "coldplug",
+    ];
+
+    /// The subcommand's name, as typed.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Command::List { .. } => "list",
+            Command::Check { .. } => "check",
+            Command::Apply { .. } => "apply",
+            Command::Verify { .. } => "verify",
+            Command::Restore { .. } => "restore",
+            Command::Status { .. } => "status",
+            Command::Explain { .. } => "explain",
+            Command::Udev { .. } => "udev",
+            Command::Coldplug { .. } => "coldplug",
+        }
+    }
 }
 
 /// A number of seconds, fractions allowed, up to a day.
@@ -216,5 +239,17 @@ mod tests {
         for bad in ["-1", "soon", "NaN", "1e9"] {
             assert!(Cli::try_parse_from(["blkqos", "--lock-timeout", bad, "list"]).is_err());
         }
+    }
+
+    #[test]
+    fn every_subcommand_has_its_name_listed() {
+        use clap::CommandFactory;
+        let mut names: Vec<String> = (Cli::command().get_subcommands())
+            .map(|c| c.get_name().to_string())
+            .collect();
+        names.sort();
+        let mut listed: Vec<&str> = Command::NAMES.to_vec();
+        listed.sort();
+        assert_eq!(names, listed);
     }
 }

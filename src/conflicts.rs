@@ -129,7 +129,7 @@ fn read_dir(dir: &Path) -> Vec<fs::DirEntry> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::Abi;
+    use crate::abi::Abi;
     use crate::fixture::Fixture;
     use std::os::unix::fs::symlink;
 

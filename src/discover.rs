@@ -4,17 +4,15 @@
 //! udev properties come from libudev when the tree is the live one and a udev
 //! database exists.
 
-use crate::backend::Abi;
+use crate::abi::Abi;
 use crate::idle::parse_cpu_list;
 use crate::sysfs::{Sysfs, natural_cmp};
-use serde::Serialize;
 use std::cell::OnceCell;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::str::FromStr;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Transport {
     Nvme,
     Sata,
@@ -71,8 +69,7 @@ impl fmt::Display for Transport {
 }
 
 /// How a disk does its I/O.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
     /// A blk-mq (request-based) disk: it has hardware queues and the knobs.
     Disk,
@@ -99,7 +96,7 @@ impl Kind {
     }
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Device {
     pub name: String,
     /// Canonical location relative to the sysfs root (`devices/...`).
@@ -127,13 +124,12 @@ pub struct Device {
     pub abi: Abi,
     /// Request queues that really do this device's I/O (itself for a disk).
     pub targets: Vec<String>,
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub properties: BTreeMap<String, String>,
     /// Why the device is not a candidate for rules, as lsblk would hide it.
     pub excluded: Option<String>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct Inventory {
     pub devices: Vec<Device>,
     pub warnings: Vec<String>,
@@ -175,13 +171,40 @@ impl Detail {
     pub const FULL: Detail = Detail { identity: true };
 }
 
-/// Scan the tree for whole disks.
-pub fn scan(sysfs: &Sysfs) -> Inventory {
-    scan_with(sysfs, Detail::FULL)
+/// Which disks a scan reads.
+#[derive(Debug, Clone, Copy)]
+pub enum Extent<'a> {
+    /// Every disk.
+    All,
+    /// Only these disks and the disks stacked with them, transitively: what
+    /// their I/O resolves to, what sits on top of them (whose rules also
+    /// land on their queues) and those devices' other members. For these
+    /// devices the result equals what [`Extent::All`] finds; one udev event
+    /// needs no more, and on a host with a thousand disks reading them all
+    /// costs about forty times as much.
+    Around(&'a [String]),
 }
 
-/// [`scan`], reading only what `detail` asks for.
-pub fn scan_with(sysfs: &Sysfs, detail: Detail) -> Inventory {
+/// The one way to read the disks: those of `extent`, with what `detail` asks for.
+pub fn scan(sysfs: &Sysfs, extent: Extent, detail: Detail) -> Inventory {
+    let inv = match extent {
+        Extent::All => scan_all(sysfs, detail),
+        Extent::Around(roots) => scan_around(sysfs, roots, detail),
+    };
+    log::debug!(
+        "scanned {} disk(s) ({}) from {}",
+        inv.devices.len(),
+        inv.devices
+            .iter()
+            .map(|d| d.name.as_str())
+            .collect::<Vec<_>>()
+            .join(" "),
+        inv.source
+    );
+    inv
+}
+
+fn scan_all(sysfs: &Sysfs, detail: Detail) -> Inventory {
     let mut warnings = Vec::new();
     let (mut names, properties, source) = match crate::udevdb::enumerate(sysfs) {
         Ok(Some(found)) => (found.names, found.properties, "udev"),
@@ -202,7 +225,7 @@ pub fn scan_with(sysfs: &Sysfs, detail: Detail) -> Inventory {
     let partitions = partition_parents(sysfs);
     assemble(
         sysfs,
-        Found {
+        Candidates {
             names,
             properties,
             partitions,
@@ -213,17 +236,7 @@ pub fn scan_with(sysfs: &Sysfs, detail: Detail) -> Inventory {
     )
 }
 
-/// Scan only `roots` and the disks stacked with them, transitively: what
-/// their I/O resolves to, what sits on top of them (whose rules also land on
-/// their queues) and those devices' other members. For these devices the
-/// result equals what [`scan`] finds; one udev event needs no more, and on a
-/// host with a thousand disks reading them all costs about forty times as much.
-pub fn scan_around(sysfs: &Sysfs, roots: &[String]) -> Inventory {
-    scan_around_with(sysfs, roots, Detail::FULL)
-}
-
-/// [`scan_around`], reading only what `detail` asks for.
-pub fn scan_around_with(sysfs: &Sysfs, roots: &[String], detail: Detail) -> Inventory {
+fn scan_around(sysfs: &Sysfs, roots: &[String], detail: Detail) -> Inventory {
     let mut warnings = Vec::new();
     let mut partitions = BTreeMap::new();
     let mut names: Vec<String> = Vec::new();
@@ -260,7 +273,7 @@ pub fn scan_around_with(sysfs: &Sysfs, roots: &[String], detail: Detail) -> Inve
     };
     assemble(
         sysfs,
-        Found {
+        Candidates {
             names,
             properties,
             partitions,
@@ -349,7 +362,7 @@ fn is_number(s: &str) -> bool {
 }
 
 /// What a scan found out before reading each disk.
-struct Found {
+struct Candidates {
     names: Vec<String>,
     properties: crate::udevdb::Props,
     /// Partition name -> whole-disk name.
@@ -358,14 +371,14 @@ struct Found {
     warnings: Vec<String>,
 }
 
-fn assemble(sysfs: &Sysfs, found: Found, detail: Detail) -> Inventory {
-    let Found {
+fn assemble(sysfs: &Sysfs, candidates: Candidates, detail: Detail) -> Inventory {
+    let Candidates {
         mut names,
         mut properties,
         partitions,
         source,
         mut warnings,
-    } = found;
+    } = candidates;
     names.sort_by(|a, b| natural_cmp(a, b));
     let work: Vec<(String, BTreeMap<String, String>)> = names
         .into_iter()

@@ -1,15 +1,23 @@
 //! The command's error type and its exit codes, decided in one place.
 
-use crate::apply::ApplyError;
 use crate::plan::PlanError;
 use crate::profile::ProfileError;
 use crate::state::StateError;
+use crate::sysfs::NotSysfs;
+use crate::transaction::WriteError;
+use std::path::{Path, PathBuf};
 
-/// Exit codes: 0 success, 1 an operation failed (rolled back) or verify found
-/// a mismatch, 2 usage or profile error (nothing written), 3 another run
-/// held the lock past the lock timeout (nothing written: try again).
+/// Every exit code blkqos has. blkqos(8)'s EXIT STATUS is written from
+/// these constants (examples/gen-docs.rs); the README's exit code table
+/// says the same and changes with them.
+///
+/// 0 success; 1 an operation failed (rolled back) or verify found a
+/// mismatch; 2 usage or profile error (nothing written); 3 another run held
+/// the lock past the lock timeout (nothing written: try again). `verify`
+/// follows diff and cmp: 0 same, 1 differs, 2 could not check.
 pub const EXIT_FAILED: u8 = 1;
 pub const EXIT_USAGE: u8 = 2;
+pub const EXIT_VERIFY_TROUBLE: u8 = 2;
 pub const EXIT_BUSY: u8 = 3;
 
 #[derive(Debug, thiserror::Error)]
@@ -19,22 +27,85 @@ pub enum Error {
     #[error(transparent)]
     Plan(#[from] PlanError),
     #[error(transparent)]
-    Apply(#[from] ApplyError),
+    Write(#[from] WriteError),
     #[error(transparent)]
     State(#[from] StateError),
+    #[error(transparent)]
+    NotSysfs(#[from] NotSysfs),
+    #[error("{command} needs root ({cause}); --dry-run shows the plan without it")]
+    NeedsRoot {
+        command: &'static str,
+        cause: StateError,
+    },
     #[error("{0}")]
     Usage(String),
 }
 
+/// Where an error points: a file, and a line and column in it.
+#[derive(Debug, Default, PartialEq)]
+pub struct Location {
+    pub file: Option<PathBuf>,
+    pub line: Option<usize>,
+    pub column: Option<usize>,
+}
+
 impl Error {
+    /// A stable name for the kind of error, for the JSON document.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Error::Profile(ProfileError::Read { .. }) => "profile-unreadable",
+            Error::Profile(ProfileError::Untrusted { .. }) => "profile-untrusted",
+            Error::Profile(ProfileError::Invalid { .. }) => "profile-invalid",
+            Error::Plan(PlanError::NoSuchDevice(_)) => "no-such-device",
+            Error::Plan(PlanError::Read { .. }) => "read-failed",
+            Error::Write(WriteError::Failed { .. }) => "write-failed",
+            Error::State(StateError::Busy { .. })
+            | Error::Write(WriteError::State(StateError::Busy { .. })) => "lock-busy",
+            Error::State(StateError::Untrusted { .. })
+            | Error::Write(WriteError::State(StateError::Untrusted { .. })) => "state-untrusted",
+            Error::Write(WriteError::State(_)) | Error::State(_) => "state",
+            Error::NotSysfs(_) => "not-sysfs",
+            Error::NeedsRoot { .. } => "needs-root",
+            Error::Usage(_) => "usage",
+        }
+    }
+
+    /// The file (and line and column) the error is about, where there is one.
+    pub fn location(&self) -> Location {
+        let file = |f: &Path| Location {
+            file: Some(f.to_path_buf()),
+            ..Location::default()
+        };
+        match self {
+            Error::Profile(ProfileError::Invalid {
+                file: f,
+                line,
+                column,
+                ..
+            }) => Location {
+                file: Some(f.clone()),
+                line: Some(*line),
+                column: Some(*column),
+            },
+            Error::Profile(ProfileError::Read { file: f, .. })
+            | Error::Profile(ProfileError::Untrusted { file: f, .. }) => file(f),
+            Error::State(state)
+            | Error::Write(WriteError::State(state))
+            | Error::NeedsRoot { cause: state, .. } => file(state.path()),
+            _ => Location::default(),
+        }
+    }
+
     pub fn exit_code(&self) -> u8 {
         match self {
             Error::State(StateError::Busy { .. })
-            | Error::Apply(ApplyError::State(StateError::Busy { .. })) => EXIT_BUSY,
-            Error::Profile(_) | Error::Usage(_) | Error::Plan(PlanError::NoSuchDevice(_)) => {
-                EXIT_USAGE
-            }
-            Error::Plan(PlanError::Read { .. }) | Error::Apply(_) | Error::State(_) => EXIT_FAILED,
+            | Error::Write(WriteError::State(StateError::Busy { .. })) => EXIT_BUSY,
+            Error::Profile(_)
+            | Error::Usage(_)
+            | Error::NotSysfs(_)
+            | Error::NeedsRoot { .. }
+            | Error::Plan(PlanError::NoSuchDevice(_)) => EXIT_USAGE,
+            Error::Plan(PlanError::Read { .. }) | Error::Write(_) | Error::State(_) => EXIT_FAILED,
         }
     }
 }

@@ -1,12 +1,11 @@
 //! CPU idle-state tables and CPU lists, and the "auto" limit choice.
 
 use crate::sysfs::Sysfs;
-use serde::Serialize;
 
 /// The generic "shallow enough" bound used when no state is named C1E.
 pub const AUTO_MAX_EXIT_US: u64 = 20;
 
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct IdleState {
     pub index: u32,
     pub name: String,
@@ -67,6 +66,16 @@ pub fn auto_choice(states: &[IdleState]) -> Option<&IdleState> {
         .max_by_key(|s| (s.latency_us, s.index))
 }
 
+/// The limit "auto" means for a set of CPUs, given their idle-state tables:
+/// the strictest per-CPU choice, with the chosen state's name; `None` when
+/// no CPU has a table.
+pub fn auto_limit<'a>(tables: impl IntoIterator<Item = &'a [IdleState]>) -> Option<(u64, String)> {
+    tables
+        .into_iter()
+        .filter_map(|t| auto_choice(t).map(|s| (s.latency_us, s.name.clone())))
+        .min_by_key(|(lat, _)| *lat)
+}
+
 /// Linux's NR_CPUS tops out at 8192; leave room.
 const MAX_CPUS: u32 = 65536;
 
@@ -93,17 +102,6 @@ pub fn parse_cpu_list(text: &str) -> Option<Vec<u32>> {
     cpus.sort_unstable();
     cpus.dedup();
     Some(cpus)
-}
-
-/// Every CPU the system knows about (`devices/system/cpu/cpuN`).
-pub fn all_cpus(sysfs: &Sysfs) -> Vec<u32> {
-    let mut cpus: Vec<u32> = sysfs
-        .list("devices/system/cpu")
-        .iter()
-        .filter_map(|n| n.strip_prefix("cpu")?.parse().ok())
-        .collect();
-    cpus.sort_unstable();
-    cpus
 }
 
 pub fn cpu_resume_latency_path(cpu: u32) -> String {

@@ -55,8 +55,9 @@ impl Sink {
 
     fn emit(&mut self, level: Level, msg: &str) {
         // A message is one record: a newline from a sysfs value or an error
-        // text would otherwise start a forged record of its own.
-        let msg = msg.replace(['\n', '\r'], " ");
+        // text would otherwise start a forged record of its own, and an
+        // escape sequence would reach the terminal of whoever reads it.
+        let msg = crate::report::escape_control(msg).into_owned();
         let sent = match self {
             Sink::Stderr => {
                 let prefix = match level {
@@ -144,7 +145,7 @@ mod tests {
         let n = server.recv(&mut buf).expect("recv");
         let got = String::from_utf8_lossy(&buf[..n]).into_owned();
         let pid = std::process::id();
-        assert_eq!(got, format!("<28>blkqos[{pid}]: nvme0n1: x forged"));
+        assert_eq!(got, format!("<28>blkqos[{pid}]: nvme0n1: x\\nforged"));
         assert!(syslog_line(Level::Error, "e").starts_with("<27>"));
         assert!(syslog_line(Level::Info, "i").starts_with("<30>"));
     }

@@ -1,5 +1,6 @@
 use blkqos::cli::{Cli, Command};
-use blkqos::commands::{self, Ctx};
+use blkqos::cmd::{self, Ctx};
+use blkqos::error::{EXIT_FAILED, EXIT_VERIFY_TROUBLE, Error};
 use blkqos::report::Style;
 use blkqos::state::StateDir;
 use blkqos::sysfs::Sysfs;
@@ -8,7 +9,10 @@ use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => refuse_arguments(e),
+    };
     let to_syslog = cli.logs_to_syslog(std::io::stderr().is_terminal());
     blkqos::logging::init(to_syslog, cli.log_level());
     let ctx = Ctx {
@@ -17,31 +21,15 @@ fn main() -> ExitCode {
         style: Style::detect(),
     };
     let mut out = String::new();
-    let result = match &cli.command {
-        Command::List { json } => commands::list(&ctx, *json, &mut out),
-        Command::Check { profile } => commands::check(profile, &mut out),
-        Command::Apply {
-            profile,
-            dry_run,
-            json,
-            devices,
-        } => commands::apply(&ctx, profile, *dry_run, *json, devices, &mut out),
-        Command::Verify { profile, json } => commands::verify(&ctx, profile, *json, &mut out),
-        Command::Restore {
-            dry_run,
-            json,
-            devices,
-        } => commands::restore(&ctx, *dry_run, *json, devices, &mut out),
-        Command::Status { json } => commands::status(&ctx, *json, &mut out),
-        Command::Explain { profile, device } => commands::explain(&ctx, profile, device, &mut out),
-        Command::Udev {
-            action,
-            devpath,
-            profile,
-        } => commands::udev(&ctx, action.as_deref(), devpath.as_deref(), profile),
-        Command::Coldplug { profile } => commands::coldplug(&ctx, profile),
-    };
-    if cli.quiet && !wants_json(&cli.command) {
+    let result = run(&ctx, &cli.command, &mut out);
+    let json = wants_json(&cli.command);
+    if let (Err(e), Some(dry_run)) = (&result, json)
+        && out.is_empty()
+    {
+        // --json prints one document, also when the command failed
+        out = cmd::error_doc(cli.command.name(), dry_run, e);
+    }
+    if cli.quiet && json.is_none() {
         out.clear();
     }
     // A closed pipe (`blkqos list | head`) is a normal end, not an error.
@@ -50,27 +38,87 @@ fn main() -> ExitCode {
         .as_ref()
         .is_err_and(|e| e.kind() != std::io::ErrorKind::BrokenPipe)
     {
-        return ExitCode::from(blkqos::error::EXIT_FAILED);
+        return ExitCode::from(EXIT_FAILED);
     }
     match result {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
             log::error!("{e}");
-            ExitCode::from(e.exit_code())
+            ExitCode::from(match cli.command {
+                // like diff and cmp: 0 same, 1 differs, 2 could not check
+                Command::Verify { .. } => EXIT_VERIFY_TROUBLE,
+                _ => e.exit_code(),
+            })
         }
     }
 }
 
-fn wants_json(c: &Command) -> bool {
+/// Arguments clap refuses: with --json, the error is a JSON document on
+/// stdout too; clap prints its message and usage to stderr either way.
+fn refuse_arguments(e: clap::Error) -> ! {
+    use clap::error::ErrorKind;
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let is_help = matches!(
+        e.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    );
+    if !is_help && args.iter().any(|a| a == "--json") {
+        let command = (args.iter())
+            .find_map(|a| Command::NAMES.iter().find(|n| **n == a))
+            .copied()
+            .unwrap_or("blkqos");
+        let dry_run = args.iter().any(|a| a == "--dry-run");
+        let message = e.kind().as_str().unwrap_or("invalid arguments").to_string();
+        let doc = cmd::error_doc(command, dry_run, &Error::Usage(message));
+        let _ = std::io::stdout().lock().write_all(doc.as_bytes());
+    }
+    e.exit()
+}
+
+fn run(ctx: &Ctx, command: &Command, out: &mut String) -> Result<u8, Error> {
+    if !matches!(command, Command::Check { .. }) {
+        ctx.sysfs.check_tree()?;
+    }
+    match command {
+        Command::List { json } => cmd::list::list(ctx, *json, out),
+        Command::Check { profile } => cmd::check::check(profile, out),
+        Command::Apply {
+            profile,
+            dry_run,
+            json,
+            devices,
+        } => cmd::apply::apply(ctx, profile, *dry_run, *json, devices, out),
+        Command::Verify { profile, json } => cmd::verify::verify(ctx, profile, *json, out),
+        Command::Restore {
+            dry_run,
+            json,
+            devices,
+        } => cmd::restore::restore(ctx, *dry_run, *json, devices, out),
+        Command::Status { json } => cmd::status::status(ctx, *json, out),
+        Command::Explain { profile, device } => cmd::explain::explain(ctx, profile, device, out),
+        Command::Udev {
+            action,
+            devpath,
+            profile,
+        } => cmd::hotplug::udev(ctx, action.as_deref(), devpath.as_deref(), profile),
+        Command::Coldplug { profile } => cmd::hotplug::coldplug(ctx, profile),
+    }
+}
+
+/// With --json, whether it is a dry run; `None` without --json.
+fn wants_json(c: &Command) -> Option<bool> {
     match c {
-        Command::List { json }
-        | Command::Apply { json, .. }
-        | Command::Verify { json, .. }
-        | Command::Restore { json, .. }
-        | Command::Status { json } => *json,
+        Command::List { json } | Command::Verify { json, .. } | Command::Status { json } => {
+            json.then_some(false)
+        }
+        Command::Apply { json, dry_run, .. } | Command::Restore { json, dry_run, .. } => {
+            json.then_some(*dry_run)
+        }
         Command::Check { .. }
         | Command::Explain { .. }
         | Command::Udev { .. }
-        | Command::Coldplug { .. } => false,
+        | Command::Coldplug { .. } => None,
     }
 }

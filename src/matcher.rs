@@ -3,7 +3,6 @@
 use crate::discover::{Device, Transport};
 use globset::{Glob, GlobMatcher};
 use regex::Regex;
-use serde::Serialize;
 
 /// Glob patterns for one key; a leading `!` negates a pattern. A value
 /// matches when it matches some positive pattern (or there is none) and no
@@ -95,7 +94,7 @@ impl Matcher {
 }
 
 /// The outcome of one match key, for `explain`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct Check {
     pub key: String,
     pub ok: bool,

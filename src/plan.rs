@@ -1,31 +1,32 @@
-//! Desired state versus current state: what `apply` would write.
+//! Desired state versus current state: what `apply` would write, and what
+//! `restore` or a device's removal would put back. A pure function of a
+//! [`Snapshot`]: it reads nothing itself.
 //!
 //! Each visible device is owned by the first rule that matches it. A rule's
 //! limit lands on the request queues the device resolves to; when several
 //! devices land on one queue (or one CPU, for the static fallback) the
 //! strictest request wins, as PM QoS aggregates: lowest limit, longest timeout.
 
-use crate::backend::{Abi, knobs, resume};
+use crate::abi::{Abi, knobs, resume};
 use crate::discover::{Device, Inventory};
 use crate::idle::{self, AUTO_MAX_EXIT_US, format_cpus};
 use crate::profile::{Fallback, Limit, Profile};
-use crate::state::Saved;
-use crate::sysfs::{Sysfs, is_vanished};
-use serde::Serialize;
+use crate::snapshot::{Reading, Snapshot};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Change {
     /// Relative to the sysfs root.
     pub path: String,
     pub before: String,
     pub after: String,
-    /// Devices whose settings produced this value (for restore --device).
-    #[serde(skip)]
-    pub owners: BTreeSet<String>,
+    /// Every device whose settings reach this value (the owner, whose
+    /// request won, among them): what `restore --device` goes by.
+    pub contributors: BTreeSet<String>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+/// One device's part of a plan. Its changes are those its request won.
+#[derive(Debug, Clone, PartialEq)]
 pub struct DevicePlan {
     pub name: String,
     pub rule: Option<String>,
@@ -35,20 +36,52 @@ pub struct DevicePlan {
     /// The requested limit ("auto" shows what it resolved to).
     pub limit: Option<String>,
     /// How "auto" was resolved, per target.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub auto: Vec<String>,
     pub timeout_ms: Option<u64>,
     pub changes: Vec<Change>,
 }
 
-#[derive(Debug, Default, Serialize)]
+/// What to write, and what to change in the saved state once written.
+#[derive(Debug, Default, PartialEq)]
 pub struct Plan {
     pub devices: Vec<DevicePlan>,
     pub warnings: Vec<String>,
-    /// Saved paths no rule asks for any more: their change (if any) puts
-    /// the original back, after which the saved entry is dropped.
-    #[serde(skip)]
-    pub released: BTreeSet<String>,
+    /// Saved originals to drop once the plan is written: put back by it,
+    /// already in place, or gone with their device.
+    pub forget: BTreeSet<String>,
+    /// Devices that no longer contribute to any saved value (removed, or
+    /// restored): dropped from every saved entry, and an entry left with
+    /// no contributor is dropped too.
+    pub disown: BTreeSet<String>,
+    /// The rule that owns each planned device now (`None`: no rule).
+    pub rules: BTreeMap<String, Option<String>>,
+    /// Every saved rule is dropped (restore of everything).
+    pub forget_all_rules: bool,
+}
+
+/// What a plan covers.
+#[derive(Debug, Clone, Default)]
+pub struct Scope {
+    /// The `--device` names and the queues they resolve to; every device
+    /// when empty.
+    pub devices: Vec<String>,
+    /// A device that went away: it asks for nothing any more, so what it
+    /// alone wanted goes back to the saved original and what others still
+    /// want is re-planned for them. Part of the scope with `devices`.
+    pub removed: Option<String>,
+}
+
+impl Scope {
+    pub fn devices(devices: &[String]) -> Scope {
+        Scope {
+            devices: devices.to_vec(),
+            removed: None,
+        }
+    }
+
+    pub fn all() -> Scope {
+        Scope::default()
+    }
 }
 
 impl Plan {
@@ -70,11 +103,12 @@ struct Request {
     fallback: Fallback,
 }
 
-/// A value to hold at a path, and which devices asked for it.
+/// A value to hold at a path: the device whose request won and every
+/// device whose request reaches it.
 struct Desired {
     value: String,
     owner: String,
-    subjects: BTreeSet<String>,
+    contributors: BTreeSet<String>,
     /// The saved original, wanted back because no rule asks for this path.
     release: bool,
 }
@@ -84,30 +118,20 @@ pub fn owning_rule<'p>(profile: &'p Profile, d: &Device) -> Option<&'p crate::pr
     profile.rules.iter().find(|r| r.matcher.matches(d))
 }
 
-/// The limit "auto" means for the CPUs that serve a queue: the strictest
-/// per-CPU choice; `None` when no CPU has an idle-state table.
-pub fn auto_limit(sysfs: &Sysfs, cpus: &[u32]) -> Option<(u64, String)> {
-    cpus.iter()
-        .filter_map(|&c| {
-            idle::auto_choice(&idle::cpu_states(sysfs, c)).map(|s| (s.latency_us, s.name.clone()))
-        })
-        .min_by_key(|(lat, _)| *lat)
-}
-
-pub fn build(
-    profile: &Profile,
-    inv: &Inventory,
-    sysfs: &Sysfs,
-    saved: &BTreeMap<String, Saved>,
-    only: &[String],
-) -> Result<Plan, PlanError> {
+/// What applying `profile` to the snapshot's machine writes, within `scope`.
+pub fn build(profile: &Profile, snap: &Snapshot, scope: &Scope) -> Result<Plan, PlanError> {
+    let inv = &snap.inventory;
+    let saved = &snap.state.saved;
     let mut warnings = Vec::new();
     let mut devices: Vec<DevicePlan> = Vec::new();
     let mut requests: BTreeMap<String, Vec<Request>> = BTreeMap::new();
     let mut desired: BTreeMap<String, Desired> = BTreeMap::new();
     let mut auto_cache: BTreeMap<String, (u64, String)> = BTreeMap::new();
 
-    for d in inv.visible() {
+    for d in inv
+        .visible()
+        .filter(|d| scope.removed.as_deref() != Some(d.name.as_str()))
+    {
         let rule = owning_rule(profile, d);
         let mut dp = DevicePlan {
             name: d.name.clone(),
@@ -135,12 +159,15 @@ pub fn build(
                         let key = format_cpus(&td.cpus);
                         let (us, why) = auto_cache
                             .entry(key.clone())
-                            .or_insert_with(|| match auto_limit(sysfs, &td.cpus) {
-                                Some((us, name)) => (us, format!("{name} on CPUs {key}")),
-                                None => (
-                                    AUTO_MAX_EXIT_US,
-                                    "no idle-state table; generic bound".into(),
-                                ),
+                            .or_insert_with(|| {
+                                let tables = td.cpus.iter().map(|&c| snap.idle_states(c));
+                                match idle::auto_limit(tables) {
+                                    Some((us, name)) => (us, format!("{name} on CPUs {key}")),
+                                    None => (
+                                        AUTO_MAX_EXIT_US,
+                                        "no idle-state table; generic bound".into(),
+                                    ),
+                                }
                             })
                             .clone();
                         dp.auto.push(format!("{t}: {us} us ({why})"));
@@ -165,13 +192,13 @@ pub fn build(
         }
         for (attr, value) in &rule.queue {
             let path = format!("block/{}/queue/{attr}", d.name);
-            if sysfs.exists(&path) {
+            if snap.value(&path) != &Reading::Missing {
                 desired.insert(
                     path,
                     Desired {
                         value: value.clone(),
                         owner: d.name.clone(),
-                        subjects: BTreeSet::from([d.name.clone()]),
+                        contributors: BTreeSet::from([d.name.clone()]),
                         release: false,
                     },
                 );
@@ -185,7 +212,7 @@ pub fn build(
         devices.push(dp);
     }
 
-    // Per-CPU requests for the static fallback: (limit, owner, subjects).
+    // Per-CPU requests for the static fallback: (limit, owner, contributors).
     let mut cpu_requests: BTreeMap<u32, (Option<u64>, String, BTreeSet<String>)> = BTreeMap::new();
     let mut backends: Vec<(String, String, String)> = Vec::new();
     for (target, reqs) in &requests {
@@ -196,8 +223,8 @@ pub fn build(
             .filter(|r| r.limit.is_some())
             .map(|r| r.timeout_ms)
             .max();
-        let mut subjects: BTreeSet<String> = reqs.iter().map(|r| r.device.clone()).collect();
-        subjects.insert(target.clone());
+        let mut contributors: BTreeSet<String> = reqs.iter().map(|r| r.device.clone()).collect();
+        contributors.insert(target.clone());
         let backend = match td.abi {
             Abi::Queue | Abi::Disk => {
                 desired.insert(
@@ -205,7 +232,7 @@ pub fn build(
                     Desired {
                         value: knobs::encode_limit(winner.limit),
                         owner: winner.device.clone(),
-                        subjects: subjects.clone(),
+                        contributors: contributors.clone(),
                         release: false,
                     },
                 );
@@ -215,7 +242,7 @@ pub fn build(
                         Desired {
                             value: ms.to_string(),
                             owner: winner.device.clone(),
-                            subjects,
+                            contributors,
                             release: false,
                         },
                     );
@@ -238,7 +265,7 @@ pub fn build(
                             entry.1 = winner.device.clone();
                         }
                         entry.0 = merged;
-                        entry.2.extend(subjects.iter().cloned());
+                        entry.2.extend(contributors.iter().cloned());
                     }
                     "cpu-resume-latency (static, no timeout)".to_string()
                 }
@@ -263,16 +290,29 @@ pub fn build(
             format_cpus(&cpus)
         ));
     }
-    for (cpu, (limit, owner, subjects)) in cpu_requests {
+    for (cpu, (limit, owner, contributors)) in cpu_requests {
         desired.insert(
             idle::cpu_resume_latency_path(cpu),
             Desired {
                 value: resume::encode(limit),
                 owner,
-                subjects,
+                contributors,
                 release: false,
             },
         );
+    }
+    if let Some(gone) = &scope.removed {
+        // What the removed device alone held is reported under its name.
+        devices.push(DevicePlan {
+            name: gone.clone(),
+            rule: None,
+            targets: Vec::new(),
+            backend: BTreeMap::new(),
+            limit: None,
+            auto: Vec::new(),
+            timeout_ms: None,
+            changes: Vec::new(),
+        });
     }
     // Device plans by name: looked up once per path, thousands on big hosts.
     let at: HashMap<String, usize> = devices
@@ -286,7 +326,12 @@ pub fn build(
         if desired.contains_key(path) {
             continue;
         }
-        let Some(owner) = s.owners.iter().find(|o| at.contains_key(o.as_str())) else {
+        let present = |o: &&String| at.contains_key(o.as_str());
+        let removed = |o: &&String| scope.removed.as_ref() == Some(*o);
+        let Some(owner) = (s.owners.iter())
+            .find(|o| present(o) && !removed(o))
+            .or_else(|| s.owners.iter().find(removed))
+        else {
             continue;
         };
         desired.insert(
@@ -294,7 +339,7 @@ pub fn build(
             Desired {
                 value: s.original.clone(),
                 owner: owner.clone(),
-                subjects: s.owners.clone(),
+                contributors: s.owners.clone(),
                 release: true,
             },
         );
@@ -305,24 +350,33 @@ pub fn build(
         }
     }
 
-    let scope = scope(inv, only)?;
-    let mut released = BTreeSet::new();
+    let in_scope = in_scope(inv, scope)?;
+    let mut forget = BTreeSet::new();
     for (path, want) in desired {
-        if let Some(s) = &scope
-            && want.subjects.is_disjoint(s)
+        if let Some(s) = &in_scope
+            && want.contributors.is_disjoint(s)
         {
             continue;
         }
-        let current = match sysfs.read(&path) {
-            Ok(v) => live_value(&path, &v),
-            Err(e) if is_vanished(&e) => {
+        let current = match snap.value(&path) {
+            Reading::Value(v) => live_value(&path, v),
+            Reading::Missing => {
                 warnings.push(format!("{path}: vanished while planning; skipped"));
+                // Only a device that left takes its saved original with it.
+                if want.release && !snap.device_present(&path) {
+                    forget.insert(path);
+                }
                 continue;
             }
-            Err(e) => return Err(PlanError::Read { path, source: e }),
+            Reading::Unreadable(e) => {
+                return Err(PlanError::Read {
+                    path,
+                    reason: e.clone(),
+                });
+            }
         };
         if want.release {
-            released.insert(path.clone());
+            forget.insert(path.clone());
         }
         if same_value(&path, &current, &want.value) {
             continue;
@@ -331,40 +385,119 @@ pub fn build(
             path,
             before: current,
             after: want.value,
-            owners: want.subjects,
+            contributors: want.contributors,
         };
         if let Some(&i) = at.get(&want.owner) {
             devices[i].changes.push(change);
         }
     }
-    if let Some(s) = &scope {
+    if let Some(s) = &in_scope {
         devices.retain(|d| s.contains(&d.name) || !d.changes.is_empty());
     }
+    let rules = (devices.iter())
+        .map(|d| (d.name.clone(), d.rule.clone()))
+        .collect();
     Ok(Plan {
         devices,
         warnings,
-        released,
+        forget,
+        disown: scope.removed.iter().cloned().collect(),
+        rules,
+        forget_all_rules: false,
     })
+}
+
+/// What restoring the saved originals of `scope` (everything when empty)
+/// writes. A per-CPU value that devices outside the scope contribute to
+/// stays theirs; an original whose attribute is missing is forgotten only
+/// when its device left.
+pub fn restore(snap: &Snapshot, scope: &Scope) -> Result<Plan, PlanError> {
+    let state = &snap.state;
+    let in_scope: Option<BTreeSet<String>> = (!scope.devices.is_empty()).then(|| {
+        let mut s: BTreeSet<String> = scope.devices.iter().cloned().collect();
+        for d in &scope.devices {
+            if let Some(dev) = snap.inventory.get(d) {
+                s.extend(dev.targets.iter().cloned());
+            }
+        }
+        s
+    });
+    let mut plan = Plan::default();
+    let mut by_owner: BTreeMap<String, Vec<Change>> = BTreeMap::new();
+    for (path, saved) in &state.saved {
+        if let Some(s) = &in_scope
+            && (saved.owners.is_disjoint(s)
+                || (path.starts_with("devices/system/cpu/") && !saved.owners.is_subset(s)))
+        {
+            continue;
+        }
+        match snap.value(path) {
+            Reading::Value(v) => {
+                plan.forget.insert(path.clone());
+                if !same_value(path, v, &saved.original) {
+                    let owner = saved.owners.iter().next().cloned().unwrap_or_default();
+                    by_owner.entry(owner).or_default().push(Change {
+                        path: path.clone(),
+                        before: live_value(path, v),
+                        after: saved.original.clone(),
+                        contributors: saved.owners.clone(),
+                    });
+                }
+            }
+            Reading::Missing if snap.device_present(path) => plan.warnings.push(format!(
+                "{path}: missing although its device is there; its saved original is kept"
+            )),
+            Reading::Missing => {
+                plan.warnings
+                    .push(format!("{path}: gone; forgetting its saved value"));
+                plan.forget.insert(path.clone());
+            }
+            Reading::Unreadable(e) => {
+                return Err(PlanError::Read {
+                    path: path.clone(),
+                    reason: e.clone(),
+                });
+            }
+        }
+    }
+    match in_scope {
+        Some(s) => {
+            plan.rules = s.iter().map(|d| (d.clone(), None)).collect();
+            plan.disown = s;
+        }
+        None => plan.forget_all_rules = true,
+    }
+    plan.devices = by_owner
+        .into_iter()
+        .map(|(name, changes)| DevicePlan {
+            rule: state.rules.get(&name).cloned(),
+            name,
+            targets: Vec::new(),
+            backend: BTreeMap::new(),
+            limit: None,
+            auto: Vec::new(),
+            timeout_ms: None,
+            changes,
+        })
+        .collect();
+    Ok(plan)
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum PlanError {
     #[error("no block device named {0:?}")]
     NoSuchDevice(String),
-    #[error("{path}: cannot read: {source}")]
-    Read {
-        path: String,
-        source: std::io::Error,
-    },
+    #[error("{path}: cannot read: {reason}")]
+    Read { path: String, reason: String },
 }
 
-/// The devices `--device` names and the queues they resolve to.
-fn scope(inv: &Inventory, only: &[String]) -> Result<Option<BTreeSet<String>>, PlanError> {
-    if only.is_empty() {
+/// The devices a scope names and the queues they resolve to; `None` for all.
+fn in_scope(inv: &Inventory, scope: &Scope) -> Result<Option<BTreeSet<String>>, PlanError> {
+    if scope.devices.is_empty() && scope.removed.is_none() {
         return Ok(None);
     }
-    let mut s = BTreeSet::new();
-    for name in only {
+    let mut s: BTreeSet<String> = scope.removed.iter().cloned().collect();
+    for name in &scope.devices {
         let d = inv
             .get(name)
             .ok_or_else(|| PlanError::NoSuchDevice(name.clone()))?;

@@ -2,7 +2,7 @@
 //! line and column, and what was expected; an invalid profile yields no
 //! `Profile`, so nothing can be written from it.
 
-use crate::backend::knobs::{LIMIT_MAX_US, TIMEOUT_DEFAULT_MS, TIMEOUT_MAX_MS, TIMEOUT_MIN_MS};
+use crate::abi::knobs::{LIMIT_MAX_US, TIMEOUT_DEFAULT_MS, TIMEOUT_MAX_MS, TIMEOUT_MIN_MS};
 use crate::discover::Transport;
 use crate::matcher::{Globs, Matcher};
 use crate::trust;

@@ -1,6 +1,7 @@
 //! Output: the versioned JSON document and the human tables.
 
 use serde::Serialize;
+use std::borrow::Cow;
 use std::io::IsTerminal;
 
 /// Bumped only on incompatible changes to the JSON documents.
@@ -18,8 +19,25 @@ pub struct Document<'a, D: Serialize> {
     /// another user), and so left out of its answer.
     #[serde(skip_serializing_if = "<[Unreadable]>::is_empty")]
     pub unreadable: &'a [Unreadable],
+    /// The error's message, when the command failed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// What kind of error, and where in which file, when the command failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failure: Option<Failure>,
+}
+
+/// A failed command's error in the JSON document.
+#[derive(Serialize)]
+pub struct Failure {
+    pub kind: &'static str,
+    pub message: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub line: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub column: Option<usize>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -102,6 +120,34 @@ pub fn table(style: Style, header: &[&str], rows: &[Vec<String>]) -> String {
     out
 }
 
+/// A string from outside (hardware identity, sysfs, an error) made safe to
+/// print as one line of text: control characters (a newline, an escape
+/// sequence from a USB or SCSI INQUIRY string) and the bidirectional
+/// overrides that reorder what a terminal shows are written as escapes.
+pub fn escape_control(s: &str) -> Cow<'_, str> {
+    let unsafe_char = |c: char| {
+        c.is_control()
+            || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    };
+    if !s.chars().any(unsafe_char) {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c.is_control() && (c as u32) < 0x100 => {
+                out.push_str(&format!("\\x{:02x}", c as u32))
+            }
+            c if unsafe_char(c) => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    Cow::Owned(out)
+}
+
 pub fn human_size(bytes: u64) -> String {
     const UNITS: [&str; 6] = ["B", "K", "M", "G", "T", "P"];
     let mut v = bytes as f64;
@@ -117,10 +163,12 @@ pub fn human_size(bytes: u64) -> String {
     }
 }
 
-pub fn warnings(style: Style, list: &[String]) -> String {
-    list.iter()
-        .map(|w| format!("{} {w}\n", style.bad("warning:")))
-        .collect()
+/// Warnings go to stderr with the other messages (`-q` silences them):
+/// stdout holds only what the command prints, a table or one JSON document.
+pub fn warn_all(list: &[String]) {
+    for w in list {
+        log::warn!("{w}");
+    }
 }
 
 #[cfg(test)]
@@ -137,5 +185,14 @@ mod tests {
         assert_eq!(t, "A    BB\nxyz  1\n");
         assert_eq!(human_size(512), "512B");
         assert_eq!(human_size(3 * 1024 * 1024 * 1024), "3.0G");
+    }
+
+    #[test]
+    fn control_characters_are_escaped_and_plain_text_borrowed() {
+        assert!(matches!(escape_control("SAMSUNG MZQL2"), Cow::Borrowed(_)));
+        assert_eq!(
+            escape_control("a\x1b[2J\nb\t\u{7f}\u{202e}c"),
+            r"a\x1b[2J\nb\t\x7f\u{202e}c"
+        );
     }
 }

@@ -11,10 +11,10 @@
 //! or waiting on a FIFO, and a state file may only name the attributes
 //! blkqos writes, with values the kernel could have reported for them.
 
-use crate::backend::knobs::{LIMIT_MAX_US, TIMEOUT_MAX_MS, TIMEOUT_MIN_MS};
-use crate::hotplug::is_kernel_name;
+use crate::abi::knobs::{LIMIT_MAX_US, TIMEOUT_MAX_MS, TIMEOUT_MIN_MS};
 use crate::profile::is_queue_attr_name;
 use crate::trust;
+use crate::uevent::is_kernel_name;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{self, File, OpenOptions};
@@ -80,6 +80,19 @@ pub enum StateError {
         holder: Option<u32>,
         waited: Duration,
     },
+}
+
+impl StateError {
+    /// The file or directory the error is about.
+    pub fn path(&self) -> &Path {
+        match self {
+            StateError::Io { path, .. }
+            | StateError::Corrupt { path, .. }
+            | StateError::Untrusted { path, .. }
+            | StateError::TooLarge { path, .. }
+            | StateError::Busy { path, .. } => path,
+        }
+    }
 }
 
 fn holder_name(pid: Option<u32>) -> String {

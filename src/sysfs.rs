@@ -1,8 +1,10 @@
 //! The only place that touches the sysfs tree. Every path is relative to the
 //! root given by `--sysfs`, so a captured or fake tree behaves like `/sys`.
 
-use std::fs::{self, OpenOptions};
+use std::ffi::CString;
+use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -13,11 +15,34 @@ const MAX_ATTR_BYTES: u64 = 64 * 1024;
 /// Most attributes are a number or a name; a longer one takes a second read.
 const FIRST_READ: usize = 256;
 
-#[derive(Debug, Clone)]
+#[derive(Debug, thiserror::Error)]
+#[error("{}: not a sysfs tree (no {missing} there); check --sysfs or BLKQOS_SYSFS", root.display())]
+pub struct NotSysfs {
+    root: PathBuf,
+    missing: &'static str,
+}
+
+#[derive(Debug)]
 pub struct Sysfs {
     root: PathBuf,
     /// The root's canonical path, resolved once.
     canonical_root: OnceLock<PathBuf>,
+    /// The root opened as a directory, once: writes open files beneath it.
+    root_dir: OnceLock<OwnedFd>,
+}
+
+impl Clone for Sysfs {
+    fn clone(&self) -> Self {
+        Sysfs::new(&self.root)
+    }
+}
+
+/// `struct open_how` of openat2(2) (libc's is non-exhaustive).
+#[repr(C)]
+struct OpenHow {
+    flags: u64,
+    mode: u64,
+    resolve: u64,
 }
 
 impl Sysfs {
@@ -25,11 +50,31 @@ impl Sysfs {
         Sysfs {
             root: root.into(),
             canonical_root: OnceLock::new(),
+            root_dir: OnceLock::new(),
         }
     }
 
     pub fn root(&self) -> &Path {
         &self.root
+    }
+
+    /// Refuse a root that is not a sysfs tree: a wrong `--sysfs`, `/`, or an
+    /// unmounted `/sys` would otherwise look like a machine without disks,
+    /// where everything matches and every saved original looks gone.
+    pub fn check_tree(&self) -> Result<(), NotSysfs> {
+        let missing = if !self.root.is_dir() {
+            "directory"
+        } else if !self.path("block").is_dir() && !self.path("class/block").is_dir() {
+            "block/ or class/block/"
+        } else if !self.path("devices/system/cpu").is_dir() {
+            "devices/system/cpu/"
+        } else {
+            return Ok(());
+        };
+        Err(NotSysfs {
+            root: self.root.clone(),
+            missing,
+        })
     }
 
     /// True when this is the live /sys (libudev only describes that one).
@@ -76,10 +121,7 @@ impl Sysfs {
     /// O_TRUNC.
     pub fn write(&self, rel: &str, value: &str) -> io::Result<()> {
         let inside = self.canonical(rel)?;
-        let mut file = OpenOptions::new()
-            .write(true)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(self.path(&inside))?;
+        let mut file = self.open_beneath(&inside)?;
         let n = file.write(value.as_bytes())?;
         if n != value.len() {
             return Err(io::Error::new(
@@ -88,6 +130,61 @@ impl Sysfs {
             ));
         }
         file.set_len(n as u64)
+    }
+
+    /// Open `rel`, a canonical path relative to the root, for writing:
+    /// openat2(2) on the root's directory with RESOLVE_BENEATH and
+    /// RESOLVE_NO_SYMLINKS, so a link swapped into the path after
+    /// `canonical` looked is refused (ELOOP) rather than followed, and
+    /// nothing outside the root can be reached. Without openat2 (Linux
+    /// before 5.6, or a seccomp filter that refuses it), the path is
+    /// opened with O_NOFOLLOW on its last component.
+    fn open_beneath(&self, rel: &str) -> io::Result<File> {
+        let dir = match self.root_dir.get() {
+            Some(d) => d,
+            None => {
+                let d: OwnedFd = OpenOptions::new()
+                    .read(true)
+                    .custom_flags(libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC)
+                    .open(&self.root)?
+                    .into();
+                self.root_dir.get_or_init(|| d)
+            }
+        };
+        let path = CString::new(rel).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        let how = OpenHow {
+            flags: (libc::O_WRONLY | libc::O_CLOEXEC | libc::O_NOFOLLOW) as u64,
+            mode: 0,
+            resolve: libc::RESOLVE_BENEATH
+                | libc::RESOLVE_NO_SYMLINKS
+                | libc::RESOLVE_NO_MAGICLINKS,
+        };
+        // SAFETY: `dir` is an open descriptor that outlives the call, `path`
+        // a NUL-terminated string and `how` an open_how of the size passed;
+        // the kernel reads them and writes nothing back.
+        let fd = unsafe {
+            libc::syscall(
+                libc::SYS_openat2,
+                dir.as_raw_fd(),
+                path.as_ptr(),
+                &how as *const OpenHow,
+                std::mem::size_of::<OpenHow>(),
+            )
+        };
+        if fd < 0 {
+            let e = io::Error::last_os_error();
+            return match e.raw_os_error() {
+                Some(libc::ENOSYS | libc::EPERM) => OpenOptions::new()
+                    .write(true)
+                    .custom_flags(libc::O_NOFOLLOW)
+                    .open(self.path(rel)),
+                _ => Err(e),
+            };
+        }
+        // The kernel returns a descriptor in c_int range on success.
+        let fd = i32::try_from(fd).map_err(|_| io::Error::other("openat2: bad descriptor"))?;
+        // SAFETY: a descriptor openat2 just returned, owned by nothing else.
+        Ok(unsafe { File::from_raw_fd(fd) })
     }
 
     /// Names in a directory, sorted; a missing directory is empty.
@@ -262,6 +359,25 @@ mod tests {
         s.write("v", "3").unwrap();
         assert_eq!(s.read("v").unwrap(), "3");
         assert!(s.attr("missing").is_none());
+    }
+
+    #[test]
+    fn writes_follow_no_link_and_stay_beneath_the_root() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::create_dir_all(dir.path().join("root/a/b")).unwrap();
+        fs::write(dir.path().join("root/a/b/v"), "1\n").unwrap();
+        fs::write(dir.path().join("outside"), "1\n").unwrap();
+        std::os::unix::fs::symlink("b", dir.path().join("root/a/link")).unwrap();
+        let s = Sysfs::new(dir.path().join("root"));
+        assert!(s.open_beneath("a/b/v").is_ok());
+        // a link where `canonical` saw a directory (swapped in since)
+        let e = s.open_beneath("a/link/v").unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::ELOOP), "{e}");
+        assert!(s.open_beneath("../outside").is_err());
+        assert!(s.open_beneath("a/b/v\0x").is_err());
+        // and through `write`, the link is resolved first, inside the root
+        s.write("a/link/v", "2").unwrap();
+        assert_eq!(s.read("a/b/v").unwrap(), "2");
     }
 
     #[test]

@@ -1,8 +1,8 @@
 //! apply / verify / restore on fake trees: the user-visible contract.
 
 mod common;
-use blkqos::backend::Abi;
-use blkqos::fixture::{Fixture, INTEL_IDLE};
+use blkqos::abi::Abi;
+use common::fixture::{Fixture, INTEL_IDLE};
 use common::{Env, MIXED, NVME_AUTO, change_paths};
 
 #[test]
@@ -598,4 +598,75 @@ cpu_lat_limit_us = 0
     assert_eq!(env.run(&["restore"]).code, 0);
     assert_eq!(env.get("block/nvme0n1/queue/cpu_lat_limit_us"), "-1");
     assert!(env.state_json()["saved"].as_object().unwrap().is_empty());
+}
+
+/// People type the /dev path: `--device /dev/nvme0n1` and `explain PROFILE
+/// /dev/nvme0n1` mean the kernel name.
+#[test]
+fn device_arguments_take_the_dev_path() {
+    let env = Env::zoo(Abi::Queue);
+    let p = env.profile("p.toml", NVME_AUTO);
+    let p = p.to_str().unwrap();
+    let by_name = env.run(&["apply", p, "--dry-run", "--json", "--device", "nvme0n1"]);
+    let by_path = env.run(&[
+        "apply",
+        p,
+        "--dry-run",
+        "--json",
+        "--device",
+        "/dev/nvme0n1",
+    ]);
+    assert_eq!(by_path.code, 0, "{}", by_path.stderr);
+    assert_eq!(by_path.stdout, by_name.stdout);
+    let ex = env.run(&["explain", p, "/dev/nvme0n1"]);
+    assert_eq!(ex.code, 0, "{}", ex.stderr);
+    assert!(ex.stdout.starts_with("device nvme0n1 "), "{}", ex.stdout);
+    let r = env.run(&["restore", "--dry-run", "--device", "/dev/nvme0n1"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let bad = env.run(&["apply", p, "--dry-run", "--device", "/etc/passwd"]);
+    assert_eq!(bad.code, 2, "{}", bad.stderr);
+    bad.assert_stderr_has("not a block device");
+}
+
+/// Without root, apply says so instead of failing on the state directory.
+#[test]
+fn apply_without_root_says_root_is_needed() {
+    use std::os::unix::fs::PermissionsExt;
+    let env = Env::zoo(Abi::Queue);
+    let p = env.profile("p.toml", NVME_AUTO);
+    let open = |path: &std::path::Path, mode| {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap()
+    };
+    open(&env.work, 0o755);
+    open(&p, 0o644);
+    // like /run/blkqos: root's, closed to others
+    std::fs::create_dir_all(&env.state).unwrap();
+    open(env.state.parent().unwrap(), 0o755);
+    open(&env.state, 0o700);
+    let before = env.snapshot();
+    // SAFETY: geteuid() has no preconditions and cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    let mut cmd = if root {
+        let mut c = std::process::Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups"]);
+        c.arg(env!("CARGO_BIN_EXE_blkqos"));
+        c
+    } else {
+        open(&env.state, 0o500);
+        std::process::Command::new(env!("CARGO_BIN_EXE_blkqos"))
+    };
+    let out = cmd
+        .arg("--sysfs")
+        .arg(env.fx.root())
+        .arg("--state-dir")
+        .arg(&env.state)
+        .args(["apply", p.to_str().unwrap()])
+        .env("BLKQOS_LOG", "stderr")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("needs root"), "{stderr}");
+    assert!(stderr.contains("--dry-run"), "{stderr}");
+    assert_eq!(env.snapshot(), before, "nothing written");
 }

@@ -3,7 +3,7 @@
 //! written, and none makes the command panic.
 
 mod common;
-use blkqos::backend::Abi;
+use blkqos::abi::Abi;
 use common::Env;
 
 const RULE: &str = "[[rule]]\nname = \"r\"\n";

@@ -4,7 +4,7 @@
 //! refused, not waited on.
 
 mod common;
-use blkqos::backend::Abi;
+use blkqos::abi::Abi;
 use common::{Env, NVME_AUTO, run_within};
 use std::ffi::CString;
 use std::fs;

@@ -1,7 +1,7 @@
 //! `list` and resolution on trees laid out like Linux 6.12.
 
 mod common;
-use blkqos::backend::Abi;
+use blkqos::abi::Abi;
 use common::{Env, device};
 use serde_json::Value;
 
@@ -95,7 +95,7 @@ fn stacked_devices_resolve_to_the_queues_that_do_the_io() {
 #[test]
 fn dm_over_md_over_nvme_resolves_recursively() {
     let env = Env::with(|root| {
-        let mut f = blkqos::fixture::Fixture::new(root, 2, Abi::Queue);
+        let mut f = common::fixture::Fixture::new(root, 2, Abi::Queue);
         f.nvme(0, "M", "S0");
         f.nvme(1, "M", "S1");
         f.md_raid0("md0", &["nvme0n1", "nvme1n1"]);
@@ -140,8 +140,9 @@ fn sysfs_root_comes_from_the_environment_too() {
 /// disk the devices and the plan must be exactly what a full scan gives.
 #[test]
 fn scanning_around_one_disk_agrees_with_the_full_scan() {
-    use blkqos::discover::{scan, scan_around};
+    use blkqos::discover::{Detail, Extent, scan};
     use blkqos::profile::Profile;
+    use blkqos::snapshot::Snapshot;
     use blkqos::sysfs::Sysfs;
     let env = Env::zoo(Abi::Queue);
     let sysfs = Sysfs::new(env.fx.root());
@@ -160,25 +161,25 @@ cpu_lat_limit_us = 30
 "#,
     )
     .unwrap();
-    let full = scan(&sysfs);
-    fn json<T: serde::Serialize>(v: &T) -> Value {
-        serde_json::to_value(v).unwrap()
-    }
+    let scan_around = |only: &[String]| scan(&sysfs, Extent::Around(only), Detail::FULL);
+    let full = scan(&sysfs, Extent::All, Detail::FULL);
     for d in &full.devices {
         let only = [d.name.clone()];
-        let around = scan_around(&sysfs, &only);
+        let around = scan_around(&only);
         let mut needed: Vec<&str> = vec![&d.name];
         needed.extend(d.targets.iter().map(String::as_str));
         needed.extend(d.holders.iter().map(String::as_str));
         for n in needed {
             let (a, f) = (around.get(n), full.get(n));
             assert!(a.is_some(), "{}: {n} not scanned", d.name);
-            assert_eq!(json(&a), json(&f), "{}: {n} differs", d.name);
+            assert_eq!(a, f, "{}: {n} differs", d.name);
         }
-        let plan =
-            |inv| blkqos::plan::build(&profile, inv, &sysfs, &Default::default(), &only).unwrap();
+        let plan = |inv: &blkqos::discover::Inventory| {
+            let snap = Snapshot::take(&sysfs, inv.clone(), Default::default(), Some(&profile));
+            blkqos::plan::build(&profile, &snap, &blkqos::plan::Scope::devices(&only)).unwrap()
+        };
         let (a, f) = (plan(&around), plan(&full));
-        assert_eq!(json(&a.devices), json(&f.devices), "plan for {}", d.name);
+        assert_eq!(a.devices, f.devices, "plan for {}", d.name);
         // The full scan also warns about disks outside the event's stack.
         assert!(a.warnings.iter().all(|w| f.warnings.contains(w)));
     }
@@ -188,44 +189,105 @@ cpu_lat_limit_us = 30
         inv.devices.iter().map(|d| d.name.clone()).collect()
     };
     assert_eq!(
-        names(&scan_around(&sysfs, &["nvme2n1".into()])),
+        names(&scan_around(&["nvme2n1".into()])),
         ["md0", "nvme2n1", "nvme3n1"]
     );
     assert_eq!(
-        names(&scan_around(&sysfs, &["nvme4c5n1".into()])),
+        names(&scan_around(&["nvme4c5n1".into()])),
         ["nvme4c4n1", "nvme4c5n1", "nvme4n1"]
     );
-    assert_eq!(
-        names(&scan_around(&sysfs, &["sda".into()])),
-        ["dm-0", "sda"]
-    );
-    assert!(scan_around(&sysfs, &["gone".into()]).devices.is_empty());
+    assert_eq!(names(&scan_around(&["sda".into()])), ["dm-0", "sda"]);
+    assert!(scan_around(&["gone".into()]).devices.is_empty());
 }
 
 /// A plan whose rules do not match on identities skips reading them; it
 /// must come out the same as with everything read.
 #[test]
 fn plans_without_identity_reads_are_the_same() {
-    use blkqos::discover::{Detail, scan, scan_with};
+    use blkqos::discover::{Detail, Extent, scan};
     use blkqos::profile::Profile;
+    use blkqos::snapshot::Snapshot;
     use blkqos::sysfs::Sysfs;
     let env = Env::zoo(Abi::Queue);
     let sysfs = Sysfs::new(env.fx.root());
     let profile = Profile::parse(std::path::Path::new("p.toml"), common::MIXED).unwrap();
     assert!(!profile.rules.iter().any(|r| r.matcher.uses_identity()));
-    let lean = scan_with(&sysfs, Detail { identity: false });
+    let lean = scan(&sysfs, Extent::All, Detail { identity: false });
     assert!(
         lean.devices
             .iter()
             .all(|d| d.model.is_none() && d.driver.is_none())
     );
-    let plan = |inv| blkqos::plan::build(&profile, inv, &sysfs, &Default::default(), &[]).unwrap();
-    let json = |p: blkqos::plan::Plan| serde_json::to_value(&p).unwrap();
-    assert_eq!(json(plan(&lean)), json(plan(&scan(&sysfs))));
+    let plan = |inv| {
+        let snap = Snapshot::take(&sysfs, inv, Default::default(), Some(&profile));
+        blkqos::plan::build(&profile, &snap, &blkqos::plan::Scope::all()).unwrap()
+    };
+    let full = scan(&sysfs, Extent::All, Detail::FULL);
+    assert_eq!(plan(lean), plan(full));
     let by_model = Profile::parse(
         std::path::Path::new("m.toml"),
         "[[rule]]\nname = \"m\"\nmatch = { model = \"X*\" }\n",
     )
     .unwrap();
     assert!(by_model.rules[0].matcher.uses_identity());
+}
+
+/// Model and serial strings come from the hardware (INQUIRY, identify
+/// data) and may hold escape sequences or newlines: `list` and `explain`
+/// print them escaped, never raw to the terminal.
+#[test]
+fn hardware_strings_are_printed_with_control_characters_escaped() {
+    let env = Env::with(|root| {
+        let mut f = common::fixture::Fixture::new(root, 2, Abi::Queue);
+        f.nvme(0, "EVIL\x1b]0;pwned\x07\x1b[2J", "S1\nforged line");
+        f
+    });
+    let p = env.profile("p.toml", common::NVME_AUTO);
+    for args in [
+        vec!["list"],
+        vec!["explain", p.to_str().unwrap(), "nvme0n1"],
+    ] {
+        let r = env.run(&args);
+        assert_eq!(r.code, 0, "{args:?}: {}", r.stderr);
+        assert!(
+            !r.stdout.contains(['\x1b', '\x07']),
+            "{args:?}: raw control characters in {:?}",
+            r.stdout
+        );
+        assert!(
+            r.stdout.contains(r"EVIL\x1b]0;pwned\x07\x1b[2J"),
+            "{args:?}: {}",
+            r.stdout
+        );
+    }
+    let ex = env.run(&["explain", p.to_str().unwrap(), "nvme0n1"]).stdout;
+    assert!(ex.contains(r"serial S1\nforged line"), "{ex}");
+}
+
+/// The planner reads nothing but its snapshot: with the tree gone after
+/// the snapshot, the plan is the same.
+#[test]
+fn the_plan_is_computed_from_the_snapshot_alone() {
+    use blkqos::discover::{Detail, Extent, scan};
+    use blkqos::plan::{Scope, build};
+    use blkqos::profile::Profile;
+    use blkqos::snapshot::Snapshot;
+    use blkqos::sysfs::Sysfs;
+    let env = Env::zoo(Abi::None);
+    let sysfs = Sysfs::new(env.fx.root());
+    let text = format!(
+        "{}\n[defaults]\nfallback = \"cpu-resume-latency\"\n",
+        common::MIXED
+    )
+    .replace("[defaults]\ncpu_lat_timeout_ms = 3\n", "");
+    let profile = Profile::parse(std::path::Path::new("p.toml"), &text).unwrap();
+    let take = || {
+        let inv = scan(&sysfs, Extent::All, Detail::FULL);
+        Snapshot::take(&sysfs, inv, Default::default(), Some(&profile))
+    };
+    let (live, snap) = (take(), take());
+    let expected = build(&profile, &live, &Scope::all()).unwrap();
+    assert!(!expected.is_empty(), "the fallback writes per-CPU values");
+    std::fs::remove_dir_all(env.fx.root()).unwrap();
+    assert_eq!(build(&profile, &snap, &Scope::all()).unwrap(), expected);
 }

@@ -3,7 +3,7 @@
 //! (tests/faults/inject.c) around the real binary's write(2).
 
 mod common;
-use blkqos::backend::Abi;
+use blkqos::abi::Abi;
 use common::{Env, MIXED, Run};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -41,12 +41,18 @@ fn write_order(env: &Env, profile: &str) -> Vec<String> {
 }
 
 fn apply_failing(env: &Env, profile: &str, k: usize, errno: i32) -> Run {
+    apply_faulty(env, profile, "/queue/", &k.to_string(), errno)
+}
+
+/// `apply` with the writes numbered in `at` ("3,5") failing, counting the
+/// writes to files whose path holds one of the `|`-separated `matches`.
+fn apply_faulty(env: &Env, profile: &str, matches: &str, at: &str, errno: i32) -> Run {
     let out = env
         .cmd()
         .args(["apply", profile])
         .env("LD_PRELOAD", shim())
-        .env("BLKQOS_FAULT_MATCH", "/queue/")
-        .env("BLKQOS_FAULT_AT", k.to_string())
+        .env("BLKQOS_FAULT_MATCH", matches)
+        .env("BLKQOS_FAULT_AT", at)
         .env("BLKQOS_FAULT_ERRNO", errno.to_string())
         .output()
         .unwrap();
@@ -110,11 +116,7 @@ fn a_device_vanishing_at_any_write_is_skipped_and_the_rest_applied() {
             let r = apply_failing(&env, p, i + 1, errno);
             assert_eq!(r.code, 0, "{name} at {gone}: {}", r.stderr);
             let warning = format!("{gone}: vanished before it was written; skipped");
-            assert!(
-                r.stdout.contains(&warning),
-                "{warning:?} not in:\n{}",
-                r.stdout
-            );
+            r.assert_stderr_has(&warning);
             let state = saved(&env);
             assert!(!state.contains_key(gone), "{gone} is not saved: {state:?}");
             assert_eq!(state.len(), order.len() - 1);
@@ -133,4 +135,53 @@ fn a_device_vanishing_at_any_write_is_skipped_and_the_rest_applied() {
             );
         }
     }
+}
+
+/// A write that cannot be rolled back keeps its saved original: `restore`
+/// must still be able to put it back.
+#[test]
+fn a_failed_rollback_keeps_the_original_of_what_it_could_not_undo() {
+    let env = Env::zoo(Abi::Queue);
+    let p = env.profile("p.toml", MIXED);
+    let p = p.to_str().unwrap();
+    let order = write_order(&env, p);
+    let before = values(&env);
+    // write 3 fails; the rollback then writes 2 (the 4th write) and 1
+    let r = apply_faulty(&env, p, "/queue/", "3,4", 5);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    r.assert_stderr_has("ROLLBACK INCOMPLETE");
+    r.assert_stderr_has(&format!("{}: cannot restore", order[1]));
+    let state = saved(&env);
+    assert_eq!(
+        state.len(),
+        1,
+        "only the path left changed stays saved: {state:?}"
+    );
+    let file = |rel: &str| std::fs::canonicalize(env.fx.root().join(rel)).unwrap();
+    assert_eq!(
+        state[&order[1]]["original"].as_str(),
+        Some(before[&file(&order[1])].as_str()),
+        "{state:?}"
+    );
+    assert_ne!(values(&env)[&file(&order[1])], before[&file(&order[1])]);
+    let r = env.run(&["restore"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(values(&env) == before, "restore put the original back");
+}
+
+/// A state file that cannot be saved after a failed apply is reported
+/// together with the failure, not instead of it.
+#[test]
+fn a_failed_save_after_a_failed_apply_reports_both() {
+    let env = Env::zoo(Abi::Queue);
+    let p = env.profile("p.toml", MIXED);
+    let p = p.to_str().unwrap();
+    let order = write_order(&env, p);
+    // 1: the state saved before writing; 2, 3: the first two values (3
+    // fails); 4: the rollback of the first; 5: the state saved after it.
+    let r = apply_faulty(&env, p, "/queue/|state.json", "3,5", 5);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    r.assert_stderr_has(&format!("{}: cannot write", order[1]));
+    r.assert_stderr_has("rolled back 1 write(s)");
+    r.assert_stderr_has("state.json");
 }

@@ -9,8 +9,8 @@
 //! the two must agree line by line: the fixture follows the kernel.
 
 mod common;
-use blkqos::backend::Abi;
-use blkqos::fixture::{Fixture, TEST_IDLE};
+use blkqos::abi::Abi;
+use common::fixture::{Fixture, TEST_IDLE};
 use common::{Env, device};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;

@@ -1,7 +1,7 @@
 //! `blkqos udev` (one event, from udev's environment) and `blkqos coldplug`.
 
 mod common;
-use blkqos::backend::Abi;
+use blkqos::abi::Abi;
 use common::{Env, NVME_AUTO, Run};
 use std::path::Path;
 
@@ -168,4 +168,81 @@ fn coldplug_tunes_every_present_disk() {
         "{}",
         again.stderr
     );
+}
+
+/// Removing a stacked device releases only what nobody else still wants: a
+/// member that its own rule tunes keeps that rule's value and the original
+/// saved for it.
+#[test]
+fn removing_a_stacked_device_keeps_what_its_members_own_rules_want() {
+    let env = Env::zoo(Abi::Queue);
+    let p = env.profile(
+        "p.toml",
+        r#"
+[[rule]]
+name = "raid"
+match = { name = "md*" }
+cpu_lat_limit_us = 2
+
+[[rule]]
+name = "nvme"
+match = { transport = "nvme" }
+cpu_lat_limit_us = "auto"
+"#,
+    );
+    let r = env.run(&["apply", p.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(
+        limit(&env, "nvme2n1"),
+        "2",
+        "md0's request is the strictest"
+    );
+    let dp = devpath(&env, "md0");
+    env.fx.remove_disk("md0");
+
+    let r = udev(&env, "remove", &dp, &p);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    for member in ["nvme2n1", "nvme3n1"] {
+        assert_eq!(
+            limit(&env, member),
+            "4",
+            "{member}: its own rule's auto value"
+        );
+    }
+    let state = env.state_json();
+    let saved = &state["saved"]["block/nvme2n1/queue/cpu_lat_limit_us"];
+    assert_eq!(saved["original"], "-1", "the original stays saved: {state}");
+    assert!(
+        !saved["owners"].as_array().unwrap().contains(&"md0".into()),
+        "md0 no longer owns it: {state}"
+    );
+    assert!(state["rules"].get("md0").is_none(), "{state}");
+    let v = env.run(&["verify", p.to_str().unwrap()]);
+    assert_eq!(v.code, 0, "{}{}", v.stdout, v.stderr);
+    let r = env.run(&["restore"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(
+        limit(&env, "nvme2n1"),
+        "-1",
+        "restore still finds the original"
+    );
+}
+
+/// A remove is planned with the profile too: a bad one is refused and
+/// changes nothing, the saved originals included.
+#[test]
+fn remove_with_a_bad_profile_changes_nothing() {
+    let env = Env::zoo(Abi::Queue);
+    let p = env.profile("p.toml", NVME_AUTO);
+    assert_eq!(env.run(&["apply", p.to_str().unwrap()]).code, 0);
+    let dp = devpath(&env, "nvme0n1");
+    let state = std::fs::read(env.state.join("state.json")).unwrap();
+    let before = env.snapshot();
+    let bad = env.profile("bad.toml", "[[rule]]\nname = 1\n");
+    let r = udev(&env, "remove", &dp, &bad);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    r.assert_stderr_has("nvme0n1: remove failed: ");
+    r.assert_stderr_has("bad.toml:2:8");
+    assert_eq!(env.snapshot(), before);
+    assert_eq!(std::fs::read(env.state.join("state.json")).unwrap(), state);
 }

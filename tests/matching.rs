@@ -1,12 +1,13 @@
 //! Rule matching against discovered devices (library level, so udev
 //! properties can be supplied the way libudev would).
 
-use blkqos::backend::Abi;
-use blkqos::discover::scan;
-use blkqos::fixture::Fixture;
+use blkqos::abi::Abi;
+use blkqos::discover::{Detail, Extent, scan};
+mod common;
 use blkqos::plan::owning_rule;
 use blkqos::profile::Profile;
 use blkqos::sysfs::Sysfs;
+use common::fixture::Fixture;
 use std::path::Path;
 
 fn profile(text: &str) -> Profile {
@@ -17,7 +18,7 @@ fn profile(text: &str) -> Profile {
 fn every_match_key_selects_the_right_devices() {
     let dir = tempfile::tempdir().unwrap();
     Fixture::zoo(dir.path(), Abi::Queue);
-    let inv = scan(&Sysfs::new(dir.path()));
+    let inv = scan(&Sysfs::new(dir.path()), Extent::All, Detail::FULL);
     let owners = |text: &str| -> Vec<String> {
         let p = profile(text);
         inv.visible()
@@ -66,7 +67,7 @@ fn every_match_key_selects_the_right_devices() {
 fn udev_properties_match_by_regex_and_the_first_rule_wins() {
     let dir = tempfile::tempdir().unwrap();
     Fixture::zoo(dir.path(), Abi::Queue);
-    let mut inv = scan(&Sysfs::new(dir.path()));
+    let mut inv = scan(&Sysfs::new(dir.path()), Extent::All, Detail::FULL);
     for d in &mut inv.devices {
         if d.name == "nvme1n1" {
             d.properties

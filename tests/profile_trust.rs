@@ -2,7 +2,7 @@
 //! every directory above it is checked (issue 14, bug 5).
 
 mod common;
-use blkqos::backend::Abi;
+use blkqos::abi::Abi;
 use common::{Env, NVME_AUTO, is_root};
 use std::fs;
 use std::os::unix::fs::{PermissionsExt, chown, symlink};

@@ -1,7 +1,7 @@
 //! The shipped profiles are valid and do what their comments say on a zoo tree.
 
 mod common;
-use blkqos::backend::Abi;
+use blkqos::abi::Abi;
 use common::Env;
 
 #[test]

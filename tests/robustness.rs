@@ -3,8 +3,8 @@
 //! would have.
 
 mod common;
-use blkqos::backend::Abi;
-use blkqos::fixture::Fixture;
+use blkqos::abi::Abi;
+use common::fixture::Fixture;
 use common::{Env, NVME_AUTO};
 use std::collections::BTreeMap;
 use std::process::{Child, Stdio};

@@ -3,7 +3,7 @@
 //! return when run as another user.
 
 mod common;
-use blkqos::backend::Abi;
+use blkqos::abi::Abi;
 use common::{Env, NVME_AUTO};
 use std::fs;
 use std::os::unix::fs::{PermissionsExt, chown, symlink};

@@ -4,7 +4,7 @@
 //! write anything blkqos does not manage.
 
 mod common;
-use blkqos::backend::Abi;
+use blkqos::abi::Abi;
 use common::{Env, NVME_AUTO, is_root};
 use std::fs;
 use std::os::unix::fs::{PermissionsExt, chown, symlink};

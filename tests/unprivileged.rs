@@ -2,7 +2,7 @@
 //! (issue 14, bug 3): they work, and say what they could not read.
 
 mod common;
-use blkqos::backend::Abi;
+use blkqos::abi::Abi;
 use common::{Env, NVME_AUTO, is_root};
 use std::fs;
 use std::os::unix::fs::PermissionsExt;

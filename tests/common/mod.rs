@@ -1,8 +1,11 @@
 //! Shared helpers: a fake sysfs tree plus a way to run the real binary on it.
 #![allow(dead_code)]
 
-use blkqos::backend::Abi;
-use blkqos::fixture::Fixture;
+use blkqos::abi::Abi;
+#[path = "../support/fixture.rs"]
+pub mod fixture;
+
+use fixture::Fixture;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -61,11 +64,15 @@ impl Env {
     }
 
     pub fn cmd(&self) -> Command {
+        let mut c = self.bare_cmd();
+        c.arg("--sysfs").arg(self.fx.root());
+        c
+    }
+
+    /// The binary on this state directory, the sysfs root left to the caller.
+    pub fn bare_cmd(&self) -> Command {
         let mut c = Command::new(env!("CARGO_BIN_EXE_blkqos"));
-        c.arg("--sysfs")
-            .arg(self.fx.root())
-            .arg("--state-dir")
-            .arg(&self.state);
+        c.arg("--state-dir").arg(&self.state);
         c.env_remove("BLKQOS_SYSFS")
             .env_remove("BLKQOS_STATE_DIR")
             .env("BLKQOS_LOG", "stderr")
@@ -75,13 +82,33 @@ impl Env {
 
     pub fn run(&self, args: &[&str]) -> Run {
         let out: Output = self.cmd().args(args).output().unwrap();
+        Run::from(out)
+    }
+
+    /// Run with `--sysfs root` instead of the fixture's tree.
+    pub fn run_in(&self, root: &Path, args: &[&str]) -> Run {
+        let out: Output = self
+            .bare_cmd()
+            .arg("--sysfs")
+            .arg(root)
+            .args(args)
+            .output()
+            .unwrap();
+        Run::from(out)
+    }
+}
+
+impl From<Output> for Run {
+    fn from(out: Output) -> Run {
         Run {
             code: out.status.code().unwrap_or(-1),
             stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
             stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
         }
     }
+}
 
+impl Env {
     /// The saved state the binary wrote.
     pub fn state_json(&self) -> Value {
         serde_json::from_str(&std::fs::read_to_string(self.state.join("state.json")).unwrap())

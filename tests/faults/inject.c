@@ -4,67 +4,73 @@
  * write(2) to a file whose path contains $BLKQOS_FAULT_MATCH fails with
  * errno $BLKQOS_FAULT_ERRNO, as a sysfs attribute's store() would. Every
  * other call goes to libc untouched. Counting is per process.
+ *
+ * $BLKQOS_FAULT_AT may list several writes ("3,5") and $BLKQOS_FAULT_MATCH
+ * several substrings ("/queue/|state.json"), counted together: a failed
+ * write followed by a failed rollback, or by a failed save of the state.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#define MAX_FD 4096
-
-static char watched[MAX_FD];
 static int writes;
 
-static void note(int fd, const char *path)
+static int matches(const char *path)
 {
 	const char *match = getenv("BLKQOS_FAULT_MATCH");
+	char one[256];
 
-	if (fd >= 0 && fd < MAX_FD)
-		watched[fd] = match && path && strstr(path, match) != NULL;
-}
+	while (match && path && *match) {
+		size_t n = strcspn(match, "|");
 
-#define OPENER(name, ...)						\
-int name(__VA_ARGS__, int flags, ...)					\
-{									\
-	static int (*real)();						\
-	mode_t mode = 0;						\
-	va_list ap;							\
-	int fd;								\
-									\
-	if (!real)							\
-		real = (int (*)())dlsym(RTLD_NEXT, #name);		\
-	if (flags & (O_CREAT | O_TMPFILE)) {				\
-		va_start(ap, flags);					\
-		mode = va_arg(ap, mode_t);				\
-		va_end(ap);						\
+		if (n > 0 && n < sizeof(one)) {
+			memcpy(one, match, n);
+			one[n] = '\0';
+			if (strstr(path, one))
+				return 1;
+		}
+		match += n + (match[n] == '|');
 	}
-
-OPENER(open, const char *path)
-	fd = real(path, flags, mode);
-	note(fd, path);
-	return fd;
+	return 0;
 }
 
-OPENER(open64, const char *path)
-	fd = real(path, flags, mode);
-	note(fd, path);
-	return fd;
+/*
+ * The file behind a descriptor, asked at write time: blkqos opens sysfs
+ * attributes with openat2(2) through syscall(), which no open() wrapper
+ * would see.
+ */
+static int watched(int fd)
+{
+	char link[64], path[4096];
+	ssize_t n;
+
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	n = readlink(link, path, sizeof(path) - 1);
+	if (n < 0)
+		return 0;
+	path[n] = '\0';
+	return matches(path);
 }
 
-OPENER(openat, int dirfd, const char *path)
-	fd = real(dirfd, path, flags, mode);
-	note(fd, path);
-	return fd;
-}
+/* Is write number n one of the comma-separated numbers in at? */
+static int listed(const char *at, int n)
+{
+	char *end;
 
-OPENER(openat64, int dirfd, const char *path)
-	fd = real(dirfd, path, flags, mode);
-	note(fd, path);
-	return fd;
+	while (at && *at) {
+		long k = strtol(at, &end, 10);
+
+		if (end == at)
+			return 0;
+		if (k == n)
+			return 1;
+		at = end + (*end == ',');
+	}
+	return 0;
 }
 
 ssize_t write(int fd, const void *buf, size_t count)
@@ -75,21 +81,9 @@ ssize_t write(int fd, const void *buf, size_t count)
 
 	if (!real)
 		real = (ssize_t (*)(int, const void *, size_t))dlsym(RTLD_NEXT, "write");
-	if (fd >= 0 && fd < MAX_FD && watched[fd] && at && err &&
-	    ++writes == atoi(at)) {
+	if (at && err && fd > 2 && watched(fd) && listed(at, ++writes)) {
 		errno = atoi(err);
 		return -1;
 	}
 	return real(fd, buf, count);
-}
-
-int close(int fd)
-{
-	static int (*real)(int);
-
-	if (!real)
-		real = (int (*)(int))dlsym(RTLD_NEXT, "close");
-	if (fd >= 0 && fd < MAX_FD)
-		watched[fd] = 0;
-	return real(fd);
 }

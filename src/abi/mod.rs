@@ -1,4 +1,5 @@
-//! Kernel ABIs that can carry a device's CPU-latency constraint.
+//! Kernel ABIs that carry a device's CPU-latency constraint: where their
+//! attributes are (path builders) and how values are written (encoders).
 //!
 //! Probed per request queue, in order of preference:
 //! 1. `queue/cpu_lat_limit_us` + `queue/cpu_lat_timeout_ms` (this project's patch),
@@ -10,10 +11,8 @@ pub mod knobs;
 pub mod resume;
 
 use crate::sysfs::Sysfs;
-use serde::Serialize;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Abi {
     /// `/sys/block/<disk>/queue/cpu_lat_*`.
     Queue,

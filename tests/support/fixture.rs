@@ -1,5 +1,7 @@
 //! Fake sysfs trees laid out as Linux 6.12 lays them out, for the tests, the
-//! benchmarks and demos (`cargo run --example mkfixture`).
+//! benchmarks and demos (`cargo run --example mkfixture`). Test scaffolding,
+//! not part of the shipped library: the integration tests, the library's
+//! unit tests and the example include this file by path.
 //!
 //! Real directories live under `devices/`; `block/` and `class/block/` hold
 //! relative symlinks to them; each disk has a `device` link to its controller
@@ -11,7 +13,8 @@
 //! `tests/guest_layout.rs` holds the NVMe, multipath, md and dm parts to the
 //! layout a real 6.12 kernel shows in the QEMU guest of `kernel-patch/test`.
 
-use crate::backend::Abi;
+use blkqos::abi::Abi;
+use blkqos::sysfs::Sysfs;
 use std::fs;
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
@@ -357,9 +360,30 @@ impl Fixture {
         )
     }
 
+    /// Take a disk away as the kernel does on removal: its directory (with
+    /// its partitions), its `block/` and `class/block/` entries and the
+    /// `holders/` links its members had to it.
+    pub fn remove_disk(&self, name: &str) {
+        let dir = self.dir_of(name);
+        let sysfs = Sysfs::new(&self.root);
+        for lower in sysfs.list(&format!("{dir}/slaves")) {
+            let ldir = self.dir_of(&lower);
+            let _ = fs::remove_file(self.root.join(format!("{ldir}/holders/{name}")));
+        }
+        for entry in sysfs.list(&dir) {
+            if sysfs.exists(&format!("{dir}/{entry}/partition")) {
+                let _ = fs::remove_file(self.root.join(format!("class/block/{entry}")));
+            }
+        }
+        fs::remove_dir_all(self.root.join(&dir)).unwrap_or_else(|e| panic!("rm {dir}: {e}"));
+        for link in [format!("block/{name}"), format!("class/block/{name}")] {
+            fs::remove_file(self.root.join(&link)).unwrap_or_else(|e| panic!("rm {link}: {e}"));
+        }
+    }
+
     /// The directory of a disk registered earlier.
     pub fn dir_of(&self, name: &str) -> String {
-        crate::sysfs::Sysfs::new(&self.root)
+        Sysfs::new(&self.root)
             .canonical(&format!("class/block/{name}"))
             .unwrap_or_else(|e| panic!("no disk {name}: {e}"))
     }

@@ -116,7 +116,7 @@ pub fn is_kernel_name(name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::Abi;
+    use crate::abi::Abi;
     use crate::fixture::Fixture;
 
     fn tree() -> (tempfile::TempDir, Sysfs, String, String) {

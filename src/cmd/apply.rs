@@ -1,0 +1,201 @@
+//! `apply`: write what the profile wants, or show it (`--dry-run`).
+
+use super::{Ctx, doc, kernel_names};
+use crate::engine::{Failed, Job};
+use crate::error::Error;
+use crate::plan::{Change, DevicePlan, Plan, Scope};
+use crate::profile::Profile;
+use crate::report::{Style, Unreadable, table, warn_all};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+
+/// One change in the JSON document.
+#[derive(Serialize)]
+pub struct ChangeOut<'a> {
+    pub path: &'a str,
+    pub before: &'a str,
+    pub after: &'a str,
+}
+
+impl<'a> From<&'a Change> for ChangeOut<'a> {
+    fn from(c: &'a Change) -> Self {
+        ChangeOut {
+            path: &c.path,
+            before: &c.before,
+            after: &c.after,
+        }
+    }
+}
+
+/// One device of a plan in the JSON document.
+#[derive(Serialize)]
+pub struct DeviceOut<'a> {
+    pub name: &'a str,
+    pub rule: Option<&'a str>,
+    pub targets: &'a [String],
+    pub backend: &'a BTreeMap<String, String>,
+    pub limit: Option<&'a str>,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    pub auto: &'a [String],
+    pub timeout_ms: Option<u64>,
+    pub changes: Vec<ChangeOut<'a>>,
+}
+
+impl<'a> From<&'a DevicePlan> for DeviceOut<'a> {
+    fn from(d: &'a DevicePlan) -> Self {
+        DeviceOut {
+            name: &d.name,
+            rule: d.rule.as_deref(),
+            targets: &d.targets,
+            backend: &d.backend,
+            limit: d.limit.as_deref(),
+            auto: &d.auto,
+            timeout_ms: d.timeout_ms,
+            changes: d.changes.iter().map(ChangeOut::from).collect(),
+        }
+    }
+}
+
+pub fn apply(
+    ctx: &Ctx,
+    profile: &Path,
+    dry_run: bool,
+    json: bool,
+    devices: &[String],
+    out: &mut String,
+) -> Result<u8, Error> {
+    let devices = kernel_names(devices)?;
+    let scope = Scope::devices(&devices);
+    if dry_run {
+        let profile = Profile::load(profile)?;
+        let preview = ctx.engine().preview(&Job::Apply {
+            profile: &profile,
+            scope,
+        })?;
+        emit_plan(
+            ctx.style,
+            &preview.plan,
+            true,
+            json,
+            &preview.unreadable,
+            out,
+        );
+        return Ok(0);
+    }
+    // Validated before taking the lock: a bad profile must not touch the state dir.
+    let profile = Profile::load_for_writing(profile)?;
+    match ctx.engine().run(&Job::Apply {
+        profile: &profile,
+        scope,
+    }) {
+        Ok(done) => {
+            let mut plan = done.plan;
+            plan.warnings.extend(
+                (done.vanished.iter())
+                    .map(|p| format!("{p}: vanished before it was written; skipped")),
+            );
+            emit_plan(ctx.style, &plan, false, json, &[], out);
+            Ok(0)
+        }
+        Err(failed) => {
+            let Failed { error, plan } = *failed;
+            if json && let Some(plan) = plan {
+                // nothing of it stays written
+                let devices: Vec<DeviceOut> = (plan.devices.iter())
+                    .map(|d| DeviceOut {
+                        changes: Vec::new(),
+                        ..DeviceOut::from(d)
+                    })
+                    .collect();
+                out.push_str(&doc(
+                    "apply",
+                    false,
+                    false,
+                    &devices,
+                    &plan.warnings,
+                    &[],
+                    Some(&error),
+                ));
+            }
+            Err(error)
+        }
+    }
+}
+
+fn emit_plan(
+    style: Style,
+    plan: &Plan,
+    dry_run: bool,
+    json: bool,
+    unreadable: &[Unreadable],
+    out: &mut String,
+) {
+    if json {
+        let devices: Vec<DeviceOut> = plan.devices.iter().map(DeviceOut::from).collect();
+        out.push_str(&doc(
+            "apply",
+            !plan.is_empty(),
+            dry_run,
+            &devices,
+            &plan.warnings,
+            unreadable,
+            None,
+        ));
+        return;
+    }
+    out.push_str(&plan_table(style, plan));
+    let n = plan.changes().count();
+    let verb = match (dry_run, n) {
+        (_, 0) => "nothing to change".to_string(),
+        (true, _) => format!("{n} change(s) would be made (dry run; nothing written)"),
+        (false, _) => format!("{n} change(s) made"),
+    };
+    let _ = writeln!(out, "{verb}");
+    warn_all(&plan.warnings);
+}
+
+fn plan_table(style: Style, plan: &Plan) -> String {
+    let mut rows = Vec::new();
+    let mut untouched = Vec::new();
+    for d in &plan.devices {
+        let Some(rule) = d.rule.clone() else {
+            untouched.push(d.name.as_str());
+            continue;
+        };
+        let limit = d.limit.clone().unwrap_or_else(|| "-".into());
+        if d.changes.is_empty() {
+            rows.push(vec![
+                d.name.clone(),
+                rule.clone(),
+                limit.clone(),
+                style.dim("(no change)"),
+                String::new(),
+                String::new(),
+            ]);
+        }
+        for c in &d.changes {
+            rows.push(vec![
+                d.name.clone(),
+                rule.clone(),
+                limit.clone(),
+                c.path.clone(),
+                c.before.clone(),
+                c.after.clone(),
+            ]);
+        }
+    }
+    let mut out = table(
+        style,
+        &["DEVICE", "RULE", "LIMIT", "PATH", "BEFORE", "AFTER"],
+        &rows,
+    );
+    if !untouched.is_empty() {
+        out.push_str(&format!(
+            "no rule matches (untouched): {}\n",
+            untouched.join(", ")
+        ));
+    }
+    out
+}

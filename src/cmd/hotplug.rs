@@ -1,0 +1,136 @@
+//! `udev` (one event) and `coldplug` (every disk at boot): they report
+//! through the log, one line per device they changed.
+
+use super::Ctx;
+use crate::engine::{Done, Job};
+use crate::error::{EXIT_USAGE, Error};
+use crate::plan::{Plan, PlanError, Scope};
+use crate::profile::Profile;
+use crate::uevent::{self, Action};
+use std::path::Path;
+
+/// Entry point for `udev`: one event, one disk. Add and change apply the
+/// profile to it; remove plans the profile again without it.
+pub fn udev(
+    ctx: &Ctx,
+    action: Option<&str>,
+    devpath: Option<&str>,
+    profile: &Path,
+) -> Result<u8, Error> {
+    let event = match uevent::parse(&ctx.sysfs, action, devpath) {
+        Ok(Some(event)) => event,
+        Ok(None) => {
+            log::debug!("ignored: partitions are tuned through their disk");
+            return Ok(0);
+        }
+        Err(e) => {
+            log::error!("refused event: {e}");
+            return Ok(EXIT_USAGE);
+        }
+    };
+    let name = &event.name;
+    let scope = match event.action {
+        Action::Add | Action::Change => Scope::devices(std::slice::from_ref(name)),
+        Action::Remove => Scope {
+            devices: Vec::new(),
+            removed: Some(name.clone()),
+        },
+    };
+    let result = Profile::load_for_writing(profile)
+        .map_err(Error::from)
+        .and_then(|p| {
+            (ctx.engine())
+                .run(&Job::Apply { profile: &p, scope })
+                .map_err(|f| f.error)
+        })
+        .map(|done| match event.action {
+            Action::Add | Action::Change => log_plan(&with_vanished(done)),
+            Action::Remove => log_removal(name, &done),
+        });
+    match result {
+        Ok(()) => Ok(0),
+        // A disk that is not a candidate (empty, hidden multipath path, RAM disk).
+        Err(Error::Plan(PlanError::NoSuchDevice(_))) => {
+            log::debug!("{name}: not a disk blkqos manages; ignored");
+            Ok(0)
+        }
+        Err(e) => {
+            log::error!("{name}: {} failed: {e}", event.action.as_str());
+            Ok(e.exit_code())
+        }
+    }
+}
+
+/// Entry point for `coldplug`: `apply` reporting like the udev path.
+pub fn coldplug(ctx: &Ctx, profile: &Path) -> Result<u8, Error> {
+    let profile = Profile::load_for_writing(profile)?;
+    let done = ctx
+        .engine()
+        .run(&Job::Apply {
+            profile: &profile,
+            scope: Scope::all(),
+        })
+        .map_err(|f| f.error)?;
+    let plan = with_vanished(done);
+    log_plan(&plan);
+    log::info!(
+        "coldplug: {} disk(s), {} matched a rule, {} value(s) written",
+        plan.devices.len(),
+        plan.devices.iter().filter(|d| d.rule.is_some()).count(),
+        plan.changes().count()
+    );
+    Ok(0)
+}
+
+/// The written plan, with a warning per value whose device went away.
+fn with_vanished(done: Done) -> Plan {
+    let mut plan = done.plan;
+    plan.warnings.extend(
+        (done.vanished.iter()).map(|p| format!("{p}: vanished before it was written; skipped")),
+    );
+    plan
+}
+
+/// What re-planning without a removed device wrote: originals put back,
+/// values the devices still there want instead.
+fn log_removal(name: &str, done: &Done) {
+    for c in done.plan.changes() {
+        if done.plan.forget.contains(&c.path) {
+            log::info!("{name}: removed; put back {} = {}", c.path, c.after);
+        } else {
+            log::info!("{name}: removed; {} {} -> {}", c.path, c.before, c.after);
+        }
+    }
+    // Its attributes left with it: nothing to report but the count.
+    for w in done.plan.warnings.iter().chain(&done.vanished) {
+        log::debug!("{w}");
+    }
+    if done.forgotten > 0 {
+        log::info!("{name}: removed; forgot {} saved value(s)", done.forgotten);
+    }
+}
+
+/// One line per device: what was written, under which rule.
+fn log_plan(plan: &Plan) {
+    for d in &plan.devices {
+        let rule = match &d.rule {
+            Some(r) => format!("rule {r:?}"),
+            None => "no rule".to_string(),
+        };
+        if d.changes.is_empty() {
+            log::debug!("{}: {rule}: already as wanted", d.name);
+            continue;
+        }
+        let own = format!("block/{}/", d.name);
+        let writes: Vec<String> = (d.changes.iter())
+            .map(|c| {
+                let path = c.path.strip_prefix(&own).unwrap_or(&c.path);
+                format!("{path} {} -> {}", c.before, c.after)
+            })
+            .collect();
+        log::info!("{}: {rule}: {}", d.name, writes.join(", "));
+    }
+    for w in &plan.warnings {
+        log::warn!("{w}");
+    }
+}

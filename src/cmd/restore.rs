@@ -1,0 +1,89 @@
+//! `restore`: put back the originals saved by apply.
+
+use super::apply::ChangeOut;
+use super::{Ctx, doc, kernel_names};
+use crate::engine::Job;
+use crate::error::Error;
+use crate::plan::{Plan, Scope};
+use crate::report::{table, warn_all};
+use serde::Serialize;
+use std::fmt::Write as _;
+
+/// What `restore` put back for one device, in the JSON document.
+#[derive(Serialize)]
+struct Restored<'a> {
+    name: &'a str,
+    rule: Option<&'a str>,
+    changes: Vec<ChangeOut<'a>>,
+}
+
+pub fn restore(
+    ctx: &Ctx,
+    dry_run: bool,
+    json: bool,
+    devices: &[String],
+    out: &mut String,
+) -> Result<u8, Error> {
+    let devices = kernel_names(devices)?;
+    let job = Job::Restore {
+        scope: Scope::devices(&devices),
+    };
+    let (plan, forgotten): (Plan, usize) = if dry_run {
+        let plan = ctx.engine().preview(&job)?.plan;
+        let n = plan.forget.len();
+        (plan, n)
+    } else {
+        let done = ctx.engine().run(&job).map_err(|f| f.error)?;
+        let mut plan = done.plan;
+        plan.warnings.extend(
+            (done.vanished.iter()).map(|p| format!("{p}: vanished; forgetting its saved value")),
+        );
+        (plan, done.forgotten)
+    };
+    let devices: Vec<Restored> = (plan.devices.iter())
+        .filter(|d| !d.changes.is_empty())
+        .map(|d| Restored {
+            name: &d.name,
+            rule: d.rule.as_deref(),
+            changes: d.changes.iter().map(ChangeOut::from).collect(),
+        })
+        .collect();
+    // Forgetting saved values that already match changes the state file.
+    let changed = !devices.is_empty() || forgotten > 0;
+    if json {
+        out.push_str(&doc(
+            "restore",
+            changed,
+            dry_run,
+            &devices,
+            &plan.warnings,
+            &[],
+            None,
+        ));
+        return Ok(0);
+    }
+    let rows: Vec<Vec<String>> = (devices.iter())
+        .flat_map(|d| {
+            (d.changes.iter()).map(|c| {
+                vec![
+                    d.name.to_string(),
+                    c.path.to_string(),
+                    c.before.to_string(),
+                    c.after.to_string(),
+                ]
+            })
+        })
+        .collect();
+    if rows.is_empty() {
+        let _ = writeln!(out, "nothing to restore");
+    } else {
+        let head = if dry_run { "WOULD RESTORE" } else { "RESTORED" };
+        out.push_str(&table(
+            ctx.style,
+            &["DEVICE", "PATH", "BEFORE", head],
+            &rows,
+        ));
+    }
+    warn_all(&plan.warnings);
+    Ok(0)
+}

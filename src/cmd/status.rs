@@ -1,0 +1,248 @@
+//! `status`: per device, knob values, owning rule, per-CPU limits, idle
+//! states and residency, and what works against blkqos.
+
+use super::list::Knobs;
+use super::{Ctx, doc};
+use crate::conflicts;
+use crate::discover::{self, Detail, Extent};
+use crate::error::Error;
+use crate::idle::{self, IdleState, format_cpus};
+use crate::report::{Style, escape_control, table, warn_all};
+use crate::snapshot::Snapshot;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+
+#[derive(Serialize)]
+struct IdleStateOut<'a> {
+    index: u32,
+    name: &'a str,
+    latency_us: u64,
+    residency_us: u64,
+    disabled: bool,
+    usage: u64,
+    time_us: u64,
+}
+
+impl<'a> From<&'a IdleState> for IdleStateOut<'a> {
+    fn from(s: &'a IdleState) -> Self {
+        IdleStateOut {
+            index: s.index,
+            name: &s.name,
+            latency_us: s.latency_us,
+            residency_us: s.residency_us,
+            disabled: s.disabled,
+            usage: s.usage,
+            time_us: s.time_us,
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct CpuStatus<'a> {
+    cpu: u32,
+    /// The per-CPU PM QoS resume latency ("0" = no constraint, "n/a" = none tolerated).
+    pm_qos_resume_latency_us: Option<String>,
+    states: Vec<IdleStateOut<'a>>,
+}
+
+#[derive(Serialize)]
+struct TargetStatus {
+    name: String,
+    abi: &'static str,
+    #[serde(flatten)]
+    knobs: Knobs,
+    cpus: Vec<u32>,
+}
+
+#[derive(Serialize)]
+struct DeviceStatus<'a> {
+    name: String,
+    rule: Option<String>,
+    targets: Vec<TargetStatus>,
+    cpus: Vec<CpuStatus<'a>>,
+    /// What "auto" would choose for these CPUs.
+    auto_limit_us: Option<u64>,
+}
+
+pub fn status(ctx: &Ctx, json: bool, out: &mut String) -> Result<u8, Error> {
+    let inv = discover::scan(&ctx.sysfs, Extent::All, Detail::FULL);
+    let (state, unreadable) = ctx
+        .engine()
+        .read_state("owning rules are not shown, and per-CPU limits blkqos set show as conflicts");
+    let mut idle_tables: BTreeMap<u32, Vec<IdleState>> = BTreeMap::new();
+    for d in inv.visible() {
+        for t in d.targets.iter().filter_map(|t| inv.get(t)) {
+            for &c in &t.cpus {
+                idle_tables
+                    .entry(c)
+                    .or_insert_with(|| idle::cpu_states(&ctx.sysfs, c));
+            }
+        }
+    }
+    let mut warn = inv.warnings.clone();
+    let mut found = conflicts::in_sysfs(&ctx.sysfs, &state);
+    if ctx.sysfs.is_live() {
+        found.extend(conflicts::on_host(
+            Path::new("/etc"),
+            Path::new("/usr/lib"),
+            Path::new("/proc"),
+        ));
+    }
+    warn.extend(found.into_iter().map(|c| format!("conflict: {c}")));
+    let snap = Snapshot::take(&ctx.sysfs, inv, state, None);
+    let inv = &snap.inventory;
+    let mut devices = Vec::new();
+    for d in inv.visible() {
+        let targets: Vec<TargetStatus> = (d.targets.iter())
+            .filter_map(|t| inv.get(t))
+            .map(|t| TargetStatus {
+                name: t.name.clone(),
+                abi: t.abi.describe(),
+                knobs: Knobs::of(&snap, t),
+                cpus: t.cpus.clone(),
+            })
+            .collect();
+        let mut cpus: Vec<u32> = (targets.iter())
+            .flat_map(|t| t.cpus.iter().copied())
+            .collect();
+        cpus.sort_unstable();
+        cpus.dedup();
+        let table_of = |c: u32| idle_tables.get(&c).map_or(&[][..], |t| t.as_slice());
+        let cpu_status: Vec<CpuStatus> = (cpus.iter())
+            .map(|&c| CpuStatus {
+                cpu: c,
+                pm_qos_resume_latency_us: ctx.sysfs.attr(&idle::cpu_resume_latency_path(c)),
+                states: table_of(c).iter().map(IdleStateOut::from).collect(),
+            })
+            .collect();
+        devices.push(DeviceStatus {
+            name: d.name.clone(),
+            rule: snap.state.rules.get(&d.name).cloned(),
+            auto_limit_us: idle::auto_limit(cpus.iter().map(|&c| table_of(c))).map(|(us, _)| us),
+            targets,
+            cpus: cpu_status,
+        });
+    }
+    if json {
+        out.push_str(&doc(
+            "status",
+            false,
+            false,
+            &devices,
+            &warn,
+            &unreadable,
+            None,
+        ));
+        return Ok(0);
+    }
+    for d in &devices {
+        let _ = writeln!(
+            out,
+            "{} rule: {}  cpus: {}  auto: {}",
+            ctx.style.bold(&d.name),
+            d.rule.as_deref().unwrap_or("-"),
+            if d.cpus.is_empty() {
+                "-".into()
+            } else {
+                format_cpus(&d.cpus.iter().map(|c| c.cpu).collect::<Vec<_>>())
+            },
+            d.auto_limit_us.map_or("-".into(), |u| format!("{u} us")),
+        );
+        let rows: Vec<Vec<String>> = (d.targets.iter())
+            .map(|t| {
+                vec![
+                    format!("  {}", t.name),
+                    t.abi.into(),
+                    t.knobs
+                        .cpu_lat_limit_us
+                        .clone()
+                        .unwrap_or_else(|| "-".into()),
+                    t.knobs
+                        .cpu_lat_timeout_ms
+                        .clone()
+                        .unwrap_or_else(|| "-".into()),
+                    format_cpus(&t.cpus),
+                ]
+            })
+            .collect();
+        out.push_str(&table(
+            ctx.style,
+            &["  QUEUE", "ABI", "LIMIT_US", "TIMEOUT_MS", "CPUS"],
+            &rows,
+        ));
+        let per_cpu: Vec<String> = (d.cpus.iter())
+            .map(|c| {
+                format!(
+                    "cpu{}={}",
+                    c.cpu,
+                    c.pm_qos_resume_latency_us.as_deref().unwrap_or("-")
+                )
+            })
+            .collect();
+        if !per_cpu.is_empty() {
+            let _ = writeln!(out, "  pm_qos_resume_latency_us: {}", per_cpu.join(" "));
+        }
+        out.push_str(&residency_table(ctx.style, &d.cpus));
+        out.push('\n');
+    }
+    if !snap.state.saved.is_empty() {
+        let _ = writeln!(
+            out,
+            "{} saved original(s) in {}",
+            snap.state.saved.len(),
+            ctx.state.file().display()
+        );
+    }
+    warn_all(&warn);
+    Ok(0)
+}
+
+/// Idle states of a CPU set with each state's share of idle time.
+fn residency_table(style: Style, cpus: &[CpuStatus]) -> String {
+    let Some(first) = cpus.iter().find(|c| !c.states.is_empty()) else {
+        return "  no cpuidle states\n".into();
+    };
+    let total: u64 = (cpus.iter())
+        .flat_map(|c| c.states.iter())
+        .map(|s| s.time_us)
+        .sum();
+    let rows: Vec<Vec<String>> = (first.states.iter())
+        .map(|s| {
+            let time: u64 = (cpus.iter())
+                .flat_map(|c| c.states.iter().filter(|x| x.index == s.index))
+                .map(|x| x.time_us)
+                .sum();
+            let share = if total == 0 {
+                0.0
+            } else {
+                100.0 * time as f64 / total as f64
+            };
+            vec![
+                format!("  state{}", s.index),
+                escape_control(s.name).into_owned(),
+                s.latency_us.to_string(),
+                s.residency_us.to_string(),
+                if s.disabled {
+                    "yes".into()
+                } else {
+                    "no".into()
+                },
+                format!("{share:.1}%"),
+            ]
+        })
+        .collect();
+    table(
+        style,
+        &[
+            "  STATE",
+            "NAME",
+            "EXIT_US",
+            "RESIDENCY_US",
+            "DISABLED",
+            "IDLE_TIME",
+        ],
+        &rows,
+    )
+}

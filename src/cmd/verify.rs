@@ -1,0 +1,71 @@
+//! `verify`: live values against what a profile wants.
+
+use super::apply::DeviceOut;
+use super::{Ctx, doc};
+use crate::engine::Job;
+use crate::error::{EXIT_FAILED, Error};
+use crate::plan::Scope;
+use crate::profile::Profile;
+use crate::report::{table, warn_all};
+use serde::Serialize;
+use std::fmt::Write as _;
+use std::path::Path;
+
+#[derive(Serialize)]
+struct Verified<'a> {
+    #[serde(flatten)]
+    device: DeviceOut<'a>,
+    ok: bool,
+}
+
+pub fn verify(ctx: &Ctx, profile: &Path, json: bool, out: &mut String) -> Result<u8, Error> {
+    let profile_path = profile;
+    let profile = Profile::load(profile)?;
+    let preview = ctx.engine().preview(&Job::Apply {
+        profile: &profile,
+        scope: Scope::all(),
+    })?;
+    let plan = preview.plan;
+    let ok = plan.is_empty();
+    if json {
+        let devices: Vec<Verified> = (plan.devices.iter())
+            .map(|d| Verified {
+                device: DeviceOut::from(d),
+                ok: d.changes.is_empty(),
+            })
+            .collect();
+        out.push_str(&doc(
+            "verify",
+            false,
+            false,
+            &devices,
+            &plan.warnings,
+            &preview.unreadable,
+            None,
+        ));
+    } else {
+        let rows: Vec<Vec<String>> = plan
+            .changes()
+            .map(|c| vec![c.path.clone(), c.before.clone(), c.after.clone()])
+            .collect();
+        if ok {
+            let _ = writeln!(
+                out,
+                "{} live values match {}",
+                ctx.style.good("ok:"),
+                profile_path.display()
+            );
+        } else {
+            out.push_str(&table(ctx.style, &["PATH", "LIVE", "WANTED"], &rows));
+            let _ = writeln!(
+                out,
+                "{} {} value(s) differ from {}",
+                ctx.style.bad("mismatch:"),
+                rows.len(),
+                profile_path.display()
+            );
+        }
+        warn_all(&plan.warnings);
+    }
+    Ok(if ok { 0 } else { EXIT_FAILED })
+}

@@ -1,0 +1,207 @@
+//! The one sequence every command that changes the machine runs: take the
+//! lock, scan, snapshot, plan, write, save. `apply`, `coldplug` and `udev`
+//! add/change plan a profile; `udev` remove plans the profile without the
+//! removed device; `restore` plans the saved originals back. A preview
+//! (dry run, `verify`, `explain`) is the same without the lock and the write.
+
+use crate::discover::{self, Detail, Extent, Inventory};
+use crate::error::Error;
+use crate::plan::{self, Plan, Scope};
+use crate::profile::Profile;
+use crate::report::Unreadable;
+use crate::snapshot::Snapshot;
+use crate::state::{State, StateDir, StateError};
+use crate::sysfs::Sysfs;
+use crate::transaction;
+use std::collections::{BTreeSet, HashSet};
+
+/// What to plan.
+pub enum Job<'a> {
+    /// The profile's values within the scope (a removed device included).
+    Apply { profile: &'a Profile, scope: Scope },
+    /// The saved originals within the scope back.
+    Restore { scope: Scope },
+}
+
+pub struct Engine<'a> {
+    pub sysfs: &'a Sysfs,
+    pub state: &'a StateDir,
+}
+
+/// A written plan, holding only the changes made.
+pub struct Done {
+    pub plan: Plan,
+    /// Paths that vanished (device removed) before they could be written.
+    pub vanished: Vec<String>,
+    /// Saved originals dropped from the state.
+    pub forgotten: usize,
+}
+
+/// A run that failed, with the plan it was writing when it got that far.
+pub struct Failed {
+    pub error: Error,
+    pub plan: Option<Plan>,
+}
+
+/// A plan that writes nothing, and what it was computed from.
+pub struct Preview {
+    pub snapshot: Snapshot,
+    pub plan: Plan,
+    /// What it could not read (root's saved state, run as another user),
+    /// and so left out: for the JSON document's `unreadable`.
+    pub unreadable: Vec<Unreadable>,
+}
+
+/// What a command that only reads leaves out when it cannot read the saved
+/// state (root's, run as another user).
+pub const WITHOUT_STATE: &str =
+    "values blkqos set for disks the profile no longer covers are not shown";
+
+impl Engine<'_> {
+    /// Plan and write under the lock: the "before" values are the ones
+    /// replaced, and parallel runs (udev workers, the boot unit) take turns.
+    pub fn run(&self, job: &Job) -> Result<Done, Box<Failed>> {
+        let failed = |error: Error, plan| Box::new(Failed { error, plan });
+        let mut locked = self
+            .state
+            .lock()
+            .map_err(|e| failed(needs_root(job, e), None))?;
+        let (snap, scope) = self.snapshot(job, locked.state.clone(), None);
+        let mut plan = plan_for(job, &snap, &scope).map_err(|e| failed(e, None))?;
+        match transaction::write(self.sysfs, &mut locked, &plan) {
+            Ok(written) => {
+                let done: HashSet<&str> = written.changes.iter().map(|w| w.path.as_str()).collect();
+                for d in &mut plan.devices {
+                    d.changes.retain(|c| done.contains(c.path.as_str()));
+                }
+                Ok(Done {
+                    plan,
+                    vanished: written.vanished,
+                    forgotten: written.forgotten,
+                })
+            }
+            Err(e) => Err(failed(e.into(), Some(plan))),
+        }
+    }
+
+    /// Plan without the lock and without writing.
+    pub fn preview(&self, job: &Job) -> Result<Preview, Error> {
+        self.preview_of(job, None)
+    }
+
+    /// [`Engine::preview`] over disks already scanned.
+    pub fn preview_on(&self, inventory: Inventory, job: &Job) -> Result<Preview, Error> {
+        self.preview_of(job, Some(inventory))
+    }
+
+    fn preview_of(&self, job: &Job, inventory: Option<Inventory>) -> Result<Preview, Error> {
+        let (state, unreadable) = match job {
+            // Restoring is all about the saved state: it must be readable.
+            Job::Restore { .. } => (self.state.read()?, Vec::new()),
+            // An unreadable state (not root) only hides the values that
+            // would go back to their originals.
+            Job::Apply { .. } => self.read_state(WITHOUT_STATE),
+        };
+        let (snapshot, scope) = self.snapshot(job, state, inventory);
+        let plan = plan_for(job, &snapshot, &scope)?;
+        Ok(Preview {
+            snapshot,
+            plan,
+            unreadable,
+        })
+    }
+
+    /// The saved state for a command that only reads, without the lock. One
+    /// it cannot read (root's, run as another user) is empty: the command
+    /// goes on, warning on stderr what it could not read and what that
+    /// leaves out (`left_out`), and returning it for the JSON document.
+    pub fn read_state(&self, left_out: &str) -> (State, Vec<Unreadable>) {
+        match self.state.read() {
+            Ok(state) => (state, Vec::new()),
+            Err(e) => {
+                let path = self.state.file().display().to_string();
+                log::warn!("cannot read the saved state {path} ({e}): {left_out}");
+                let note = Unreadable {
+                    path,
+                    error: e.to_string(),
+                };
+                (State::default(), vec![note])
+            }
+        }
+    }
+
+    /// Scan what the job covers and read what planning it needs. For a
+    /// removal, the scope becomes the devices that shared a saved value
+    /// with the removed one: nothing in the tree links them to it any more.
+    fn snapshot(&self, job: &Job, state: State, inventory: Option<Inventory>) -> (Snapshot, Scope) {
+        let (profile, mut scope) = match job {
+            Job::Apply { profile, scope } => (Some(*profile), scope.clone()),
+            Job::Restore { scope } => (None, scope.clone()),
+        };
+        // identities are read only when a rule matches on one
+        let detail = Detail {
+            identity: profile.is_some_and(|p| p.rules.iter().any(|r| r.matcher.uses_identity())),
+        };
+        if let Some(gone) = &scope.removed {
+            scope.devices = (state.saved.values())
+                .filter(|s| s.owners.contains(gone))
+                .flat_map(|s| s.owners.iter())
+                .filter(|o| *o != gone)
+                .cloned()
+                .collect::<BTreeSet<_>>()
+                .into_iter()
+                .collect();
+        }
+        let inventory = inventory.unwrap_or_else(|| {
+            let restore_all = profile.is_none() && scope.devices.is_empty();
+            if restore_all || (scope.removed.is_some() && scope.devices.is_empty()) {
+                // the saved state names every path: no discovery needed
+                Inventory::default()
+            } else if scope.devices.is_empty() {
+                discover::scan(self.sysfs, Extent::All, detail)
+            } else {
+                discover::scan(self.sysfs, Extent::Around(&scope.devices), detail)
+            }
+        });
+        if scope.removed.is_some() {
+            // one that left with it is no longer anyone to plan for
+            scope.devices.retain(|d| inventory.get(d).is_some());
+        }
+        (Snapshot::take(self.sysfs, inventory, state, profile), scope)
+    }
+}
+
+/// A state directory closed to a user who is not root, or one that is
+/// root's (which the trust checks refuse to anyone else), means the
+/// command needs root, not that something broke.
+fn needs_root(job: &Job, e: StateError) -> Error {
+    use std::os::unix::fs::MetadataExt;
+    let uid = crate::trust::euid();
+    let others = |path: &std::path::Path| std::fs::metadata(path).is_ok_and(|m| m.uid() != uid);
+    let denied = match &e {
+        StateError::Io { source, .. } => source.kind() == std::io::ErrorKind::PermissionDenied,
+        StateError::Untrusted { path, .. } => others(path),
+        _ => false,
+    };
+    if uid == 0 || !denied {
+        return e.into();
+    }
+    Error::NeedsRoot {
+        command: match job {
+            Job::Apply { .. } => "apply",
+            Job::Restore { .. } => "restore",
+        },
+        cause: e,
+    }
+}
+
+fn plan_for(job: &Job, snap: &Snapshot, scope: &Scope) -> Result<Plan, Error> {
+    let mut plan = match job {
+        Job::Apply { profile, .. } => plan::build(profile, snap, scope)?,
+        Job::Restore { .. } => plan::restore(snap, scope)?,
+    };
+    let mut warnings = snap.inventory.warnings.clone();
+    warnings.append(&mut plan.warnings);
+    plan.warnings = warnings;
+    Ok(plan)
+}
