@@ -18,7 +18,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from kernel import PEERS, find  # noqa: E402  (bench/kernel.py, beside this file)
+from kernel import PEERS, find, floor_of  # noqa: E402  (bench/kernel.py, beside this file)
 
 LABEL = {"baseline": "deep allowed", "floor": "C-states off", "dma": "cpu_dma_latency (TuneD)",
          "resume": "per-CPU resume latency", "psd": "PSD model", "psd_cpu0_floor": "PSD model, CPU0 deep off", "knob10": "knob 10 us",
@@ -77,21 +77,25 @@ def tables(cli, k):
         out.append("| governor | completion | QD | " + " | ".join(LABEL[c] for c in peers) + " |")
         out.append("|---|---|---:|" + "---:|" * len(peers))
         for gov, cus, spread, qd in lat_points(k):
-            floor = find(k["latency"], gov=gov, cus=cus, spread=spread, qd=qd, cfg="floor")
             cells = []
             for c in peers:
                 p = find(k["latency"], gov=gov, cus=cus, spread=spread, qd=qd, cfg=c)
+                floor = (find(k["latency"], gov=gov, cus=cus, spread=spread, qd=qd, cfg=floor_of(c))
+                         or find(k["latency"], gov=gov, cus=cus, spread=spread, qd=qd, cfg="floor"))
                 lo, hi = p[f"{metric}_range"] if p else (0, 0)
                 span = f" {lo:g}-{hi:g}" if lo != hi else ""
                 if not p:
                     cells.append("-")
-                elif floor and floor[metric] and c != "floor":
+                elif floor and floor[metric] and p is not floor:
                     cells.append(f"{p[metric]:g} ({p[metric] / floor[metric]:.2f}){span}")
                 else:
                     cells.append(f"{p[metric]:g}{span}")
             out.append(f"| {gov} | {completion(cus, spread)} | {qd} | " + " | ".join(cells) + " |")
+    polled = any("poll0_pct" in p for p in k["latency"])
     out.append("\nDeep state's share of CPU0 / CPU1 time while fio ran (QD1, median of the runs, %; "
-               "each CPU's state time read on that CPU at both ends):\n")
+               "each CPU's state time read on that CPU at both ends"
+               + ("; halted only, the exit latency's spin taken out; after the comma: polling's share"
+                  if polled else "") + "):\n")
     out.append("| governor | completion | " + " | ".join(LABEL[c] for c in peers) + " |")
     out.append("|---|---|" + "---:|" * len(peers))
     for gov, cus, spread, qd in lat_points(k):
@@ -100,7 +104,13 @@ def tables(cli, k):
         cells = []
         for c in peers:
             p = find(k["latency"], gov=gov, cus=cus, spread=spread, qd=qd, cfg=c)
-            cells.append(f"{p['deep0_pct']:.0f} / {p['deep1_pct']:.0f}" if p else "-")
+            if not p:
+                cells.append("-")
+                continue
+            cell = f"{p['deep0_pct']:.0f} / {p['deep1_pct']:.0f}"
+            if "poll0_pct" in p:
+                cell += f", {p['poll0_pct']:.0f} / {p['poll1_pct']:.0f}"
+            cells.append(cell)
         out.append(f"| {gov} | {completion(cus, spread)} | " + " | ".join(cells) + " |")
     reps = max((r["cpu0_pct"]["n"] for r in k["power"]), default=0)
     out.append(f"\nPower kept: deep state's share of the second after the last of 200 QD1 reads, CPU0 / CPU1 "
@@ -150,9 +160,10 @@ def plot_peers(k, prefix):
             a = ax[i][j]
             for (gov, qd), marker in MARK.items():
                 spread = max(p["spread"] for p in k["latency"] if p["cus"] == cus)
-                floor = find(k["latency"], gov=gov, cus=cus, spread=spread, qd=qd, cfg="floor")
                 for c in PEERS:
                     p = find(k["latency"], gov=gov, cus=cus, spread=spread, qd=qd, cfg=c)
+                    floor = (find(k["latency"], gov=gov, cus=cus, spread=spread, qd=qd, cfg=floor_of(c))
+                             or find(k["latency"], gov=gov, cus=cus, spread=spread, qd=qd, cfg="floor"))
                     if not p or not floor:
                         continue
                     if i == 0:

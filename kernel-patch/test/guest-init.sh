@@ -593,21 +593,27 @@ hot_path() { # [irqmode]
 	rmnull hp
 }
 
-# Latency of QD1/QD4 4k random reads on CPU1 through libaio, and the
-# deep state's share of CPU0's and CPU1's time while fio ran (each read on
-# its own CPU, over the time between the two readings): prints
-# "iops mean_us p50_us p99_us p99.9_us max_us deep0_pct deep1_pct"
+# Latency of QD1/QD4 4k random reads on CPU1 through libaio, and where
+# CPU0's and CPU1's time went while fio ran (idle-watch snap at both ends,
+# each CPU read on itself): prints "iops mean_us p50_us p99_us p99.9_us
+# max_us" and, per CPU, "deep spin c1 poll" shares in per cent (deep:
+# halted in the deep state; spin: paying its exit latency)
 fio_lat() { # dev iodepth nr_ios
+	rm -f /tmp/pre /tmp/post /tmp/fio.out
 	fio --name=lat --filename="/dev/$1" --rw=randread --bs=4k \
 		--ioengine=libaio --iodepth="$2" --direct=1 --number_ios="$3" \
 		--size=64m --cpus_allowed=1 --norandommap --randrepeat=1 \
 		--percentile_list=50:99:99.9 --output-format=terse \
 		--terse-version=3 \
-		--exec_prerun="sh -c 'idle-watch snap 2 >/tmp/pre'" \
-		--exec_postrun="sh -c 'idle-watch snap 2 >/tmp/post'" \
+		--exec_prerun="sh -c 'idle-watch snap >/tmp/pre'" \
+		--exec_postrun="sh -c 'idle-watch snap >/tmp/post'" \
 		2>/tmp/fio.err >/tmp/fio.out
+	[ -s /tmp/pre ] && [ -s /tmp/post ] || fail "idle-watch-snap $1 qd$2"
 	shares=$(paste -d' ' /tmp/pre /tmp/post | awk '{
-		printf "%s%.1f", (NR > 1 ? " " : ""), ($3 - $1) * 100000 / ($4 - $2) }')
+		pct = 100000 / ($12 - $6); spin = $5 * ($10 - $4)
+		printf "%s%.1f %.1f %.1f %.1f", (NR > 1 ? " " : ""),
+			($9 - $3 - spin) * pct, spin * pct, ($8 - $2) * pct,
+			($7 - $1) * pct }')
 	awk -F';' -v shares="$shares" '$1 == 3 {
 		p50 = p99 = p999 = 0
 		for (i = 18; i <= 37; i++) {
@@ -632,6 +638,11 @@ fio_lat() { # dev iodepth nr_ios
 #             per CPU, static)
 #   knob10, knob0, auto   this series: cpu_lat_limit_us, 3 ms timeout
 #   psd       the PSD model kernel: no setting, always on
+#   psd_cpu0_floor  the same with the deep state off on CPU0
+# Each starts from a governor without history: switching the governor
+# away and back clears its per-CPU data (menu's intervals and correction
+# factors, teo's bins), which the previous configuration would otherwise
+# hand on to the next.
 C1_EXIT_US=2
 peer_off() {
 	deep_disabled 0
@@ -664,6 +675,23 @@ peer_on() { # cfg
 	auto) echo auto >"$(knob bx limit_us)" ;;
 	esac
 	sleep 0.05	# let a lease from the previous configuration lapse
+	g=$(cat $CPUIDLE/current_governor)
+	echo ladder >$CPUIDLE/current_governor
+	echo "$g" >$CPUIDLE/current_governor
+}
+
+# the words of $2.. rotated left by $1: each repeat runs the peers in
+# another order, so that no peer always follows the same one
+rotate() { # n word...
+	n=$1
+	shift
+	while [ "$n" -gt 0 ] && [ $# -gt 0 ]; do
+		first=$1
+		shift
+		set -- "$@" "$first"
+		n=$((n - 1))
+	done
+	echo "$@"
 }
 
 deep_disabled() { # 0|1
@@ -672,16 +700,19 @@ deep_disabled() { # 0|1
 	done
 }
 
-# What each peer buys (latency) and keeps (deep residency, during the I/O
-# and in the second after it), per governor and completion time. The
-# "device" completes on CPU0 and blk-mq sends the completion to CPU1, the
-# submitter, by IPI: CPU1's governor cannot see it coming. Completion
-# times are spread over +/- BENCH_SPREAD per cent of the nominal, as a
-# real device's are (a fixed delay lets menu learn it exactly). The device
-# is made again for every configuration: its delays are drawn from a seed
-# set when it is made, so every peer sees the same delays, in the same
-# order. BENCH_LAT_REPS latency runs (each draws the next delays) and
-# BENCH_REPS runs of the second after the last I/O per point.
+# What each peer buys (latency) and keeps (where the CPUs' time goes,
+# during the I/O and in the second after it), per governor and completion
+# time. The "device" completes on CPU0 and blk-mq sends the completion to
+# CPU1, the submitter, by IPI: CPU1's governor cannot see it coming.
+# Completion times are spread over +/- BENCH_SPREAD per cent of the
+# nominal, as a real device's are (a fixed delay lets menu learn it
+# exactly). The device is made again for every run: its delays are drawn
+# from a seed set when it is made, so every peer and every repeat sees the
+# same delays in the same order, and repeats differ only in the governors'
+# and the tick's phase. BENCH_LAT_REPS latency runs and BENCH_REPS runs of
+# the second after the last I/O per point, the peers in a rotated order
+# each time. The PSD model kernel runs its own baseline and floor, so that
+# PSD is compared against the floor of its own kernel.
 bx_up() { # cus spread
 	mknull bx queue_mode=2 irqmode=2 completion_nsec=$(($1 * 1000)) \
 		submit_queues=2 complete_cpu=0 complete_spread_pct="$2" ||
@@ -691,10 +722,10 @@ bx_up() { # cus spread
 
 bench_cross() {
 	if [ "$MODE" = psdmodel ]; then
-		# psd_cpu0_floor: the PSD model with the deep state off on
-		# CPU0, which completes the I/O but submits none, so PSD never
-		# holds it: shows how much of PSD's tail is CPU0 waking
-		cfgs="psd psd_cpu0_floor"
+		# psd_cpu0_floor: PSD with the deep state off on CPU0, which
+		# completes the I/O but submits none, so PSD never holds it:
+		# how much of PSD's tail is CPU0 waking
+		cfgs="baseline floor psd psd_cpu0_floor"
 	else
 		cfgs="baseline floor dma resume knob10 knob0 auto"
 	fi
@@ -703,31 +734,32 @@ bench_cross() {
 		for cus in 20 50 100 200 50f; do
 			spread=$BENCH_SPREAD
 			case $cus in *f) cus=${cus%f} spread=0 ;; esac
-			for cfg in $cfgs; do
-				bx_up "$cus" "$spread"
-				peer_on "$cfg"
-				rep=1
-				while [ $rep -le "$BENCH_LAT_REPS" ]; do
-					for qd in 1 4; do
-						set -- $(fio_lat bx $qd "$BENCH_IOS")
-						measure "lat gov=$g cus=$cus spread=$spread qd=$qd cfg=$cfg rep=$rep ios=$BENCH_IOS" \
-							"iops=$1 mean=$2 p50=$3 p99=$4 p999=$5 max=$6" \
-							"deep0_pct=$7 deep1_pct=$8"
-					done
-					rep=$((rep + 1))
-				done
-				peer_off
-				rmnull bx
-			done
-			# the second after the last I/O varies with the
-			# governors' history: the peers in turn, BENCH_REPS times
 			rep=1
-			while [ $rep -le "$BENCH_REPS" ]; do
-				for cfg in $cfgs; do
+			while [ $rep -le "$BENCH_LAT_REPS" ]; do
+				for cfg in $(rotate $((rep - 1)) $cfgs); do
 					bx_up "$cus" "$spread"
 					peer_on "$cfg"
-					measure "power gov=$g cus=$cus spread=$spread cfg=$cfg rep=$rep" \
-						"$(idle-watch /dev/bx 1 200 2 1000000)"
+					for qd in 1 4; do
+						set -- $(fio_lat bx $qd "$BENCH_IOS")
+						measure "lat kernel=$MODE gov=$g cus=$cus spread=$spread qd=$qd cfg=$cfg rep=$rep ios=$BENCH_IOS" \
+							"iops=$1 mean=$2 p50=$3 p99=$4 p999=$5 max=$6" \
+							"deep0_pct=$7 spin0_pct=$8 c1_0_pct=$9 poll0_pct=${10}" \
+							"deep1_pct=${11} spin1_pct=${12} c1_1_pct=${13} poll1_pct=${14}"
+					done
+					peer_off
+					rmnull bx
+				done
+				rep=$((rep + 1))
+			done
+			# the second after the last I/O varies with the
+			# governors' history: BENCH_REPS runs of each
+			rep=1
+			while [ $rep -le "$BENCH_REPS" ]; do
+				for cfg in $(rotate $((rep - 1)) $cfgs); do
+					bx_up "$cus" "$spread"
+					peer_on "$cfg"
+					measure "power kernel=$MODE gov=$g cus=$cus spread=$spread cfg=$cfg rep=$rep" \
+						"$(idle-watch /dev/bx 1 200 1000000)"
 					peer_off
 					rmnull bx
 				done

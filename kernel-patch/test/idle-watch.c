@@ -1,28 +1,33 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
- * idle-watch: how soon every CPU goes back to a deep idle state after the
- * last I/O, and how much of the next window it spends there, for the
- * blkqos benchmarks in the QEMU guest.
+ * idle-watch: where every CPU's time goes, by idle state, for the blkqos
+ * benchmarks in the QEMU guest.
  *
- *   idle-watch DEV IO_CPU NR_IOS STATE WINDOW_US
+ *   idle-watch DEV IO_CPU NR_IOS WINDOW_US
  *
  * Issues NR_IOS 4 KiB O_DIRECT reads of DEV one at a time from IO_CPU,
- * notes when the last one returned, reads each CPU's cpuidle STATE time
- * from that CPU (a CPU adds to it only when it leaves the state, so
- * running there brings it up to date); sleeps until WINDOW_US after the
- * last I/O, reads each again the same way, and prints, for every CPU N:
+ * notes when the last one returned, takes a reading of every CPU (below);
+ * sleeps until WINDOW_US after the last I/O, takes another, and prints,
+ * for every CPU N, shares of the time between its two readings, per cent:
  *
- *   cpuN_pct=<share of the time between CPU N's two readings spent in
- *             STATE, per cent; the deep state's time includes its exit>
- *   cpuN_first_us=<last I/O -> CPU N's first STATE entry, -1 if none>
+ *   cpuN_pct=<halted in the deepest state>
+ *   cpuN_spin_pct=<paying the deepest state's exit latency>
+ *   cpuN_c1_pct=<in state 1>  cpuN_poll_pct=<polling, state 0>
+ *   cpuN_first_us=<last I/O -> CPU N's first deep entry, -1 if none>
  *
- *   idle-watch snap STATE
+ *   idle-watch snap
  *
- * prints "<STATE time, us> <CLOCK_MONOTONIC, ns>" for every CPU, one line
- * each, both read on that CPU: two snaps give each CPU's share of the time
- * between them spent in STATE (the latency runs' "deep while fio ran").
+ * prints one reading per CPU, one line each:
+ * "<poll us> <C1 us> <deep us> <deep entries> <deep exit latency us>
+ *  <CLOCK_MONOTONIC ns>"; two snaps give the same shares for the time
+ * between them (the latency runs' "while fio ran").
  *
- * The first entry comes from the test idle driver (debugfs
+ * A reading is taken on the CPU itself: a CPU adds to a state's time only
+ * when it leaves the state, so running there brings it up to date. The
+ * test idle driver's deep state spins its exit latency inside its enter
+ * call, and cpuidle counts the whole call as time in the state: the spin,
+ * exit latency times entries, is taken out of "halted" and shown apart.
+ * The first deep entry comes from the test driver (debugfs
  * blkqos_test/first_deep), which stamps it when the CPU enters the state:
  * nothing has to poll for it and keep a CPU awake.
  */
@@ -36,7 +41,21 @@
 #include <unistd.h>
 
 #define MAX_CPUS 8
+#define NR_STATES 3
+#define DEEP (NR_STATES - 1)
 #define FIRST_DEEP "/sys/kernel/debug/blkqos_test/first_deep"
+
+struct cpu_files {
+	int time[NR_STATES];
+	int usage;		/* of the deep state */
+	long long exit_us;	/* of the deep state */
+};
+
+struct reading {
+	long long time_us[NR_STATES];
+	long long entries;
+	long long when_ns;
+};
 
 static long long now_ns(void)
 {
@@ -71,19 +90,33 @@ static long long read_num(int fd)
 	return atoll(buf);
 }
 
-/* the state's time file of each CPU that has one; returns how many */
-static int open_times(int state, int *fds)
+static int open_attr(int cpu, int state, const char *attr)
 {
 	char path[128];
-	int cpu;
+
+	snprintf(path, sizeof(path),
+		 "/sys/devices/system/cpu/cpu%d/cpuidle/state%d/%s",
+		 cpu, state, attr);
+	return open(path, O_RDONLY);
+}
+
+/* the cpuidle files of each CPU that has them; returns how many */
+static int open_cpus(struct cpu_files *files)
+{
+	int cpu, s, fd;
 
 	for (cpu = 0; cpu < MAX_CPUS; cpu++) {
-		snprintf(path, sizeof(path),
-			 "/sys/devices/system/cpu/cpu%d/cpuidle/state%d/time",
-			 cpu, state);
-		fds[cpu] = open(path, O_RDONLY);
-		if (fds[cpu] < 0)
-			break;
+		for (s = 0; s < NR_STATES; s++) {
+			files[cpu].time[s] = open_attr(cpu, s, "time");
+			if (files[cpu].time[s] < 0)
+				return cpu;
+		}
+		files[cpu].usage = open_attr(cpu, DEEP, "usage");
+		fd = open_attr(cpu, DEEP, "latency");
+		if (files[cpu].usage < 0 || fd < 0)
+			return cpu;
+		files[cpu].exit_us = read_num(fd);
+		close(fd);
 	}
 	return cpu;
 }
@@ -107,69 +140,66 @@ static void read_first(long long *first, int ncpu)
 	fclose(f);
 }
 
-/*
- * A CPU's state time grows only when it leaves the state: read it from the
- * CPU itself (moving there wakes it), and note when.
- */
-static long long read_awake(int cpu, int fd, long long *when)
+static void read_awake(int cpu, const struct cpu_files *f, struct reading *r)
 {
-	long long v;
+	int s;
 
 	pin(cpu);
-	v = read_num(fd);
-	*when = now_ns();
-	return v;
+	for (s = 0; s < NR_STATES; s++)
+		r->time_us[s] = read_num(f->time[s]);
+	r->entries = read_num(f->usage);
+	r->when_ns = now_ns();
 }
 
-/* "STATE_TIME_US WHEN_NS" of every CPU, one line each, read on that CPU */
-static int snap(int state)
+static int snap(void)
 {
-	int fds[MAX_CPUS];
-	int ncpu = open_times(state, fds), cpu;
-	long long when, t;
+	struct cpu_files files[MAX_CPUS];
+	struct reading r;
+	int ncpu = open_cpus(files), cpu;
 
 	if (!ncpu) {
-		fprintf(stderr, "idle-watch: no cpuidle state%d\n", state);
+		fprintf(stderr, "idle-watch: no cpuidle states\n");
 		return 1;
 	}
 	for (cpu = 0; cpu < ncpu; cpu++) {
-		t = read_awake(cpu, fds[cpu], &when);
-		printf("%lld %lld\n", t, when);
+		read_awake(cpu, &files[cpu], &r);
+		printf("%lld %lld %lld %lld %lld %lld\n", r.time_us[0],
+		       r.time_us[1], r.time_us[DEEP], r.entries,
+		       files[cpu].exit_us, r.when_ns);
 	}
 	return 0;
 }
 
 int main(int argc, char **argv)
 {
-	int io_cpu, nr, state, dev, ncpu, cpu, i;
-	int fds[MAX_CPUS];
-	long long window_ns, t_last, t0[MAX_CPUS], t1[MAX_CPUS], first[MAX_CPUS];
-	long long w0[MAX_CPUS], w1[MAX_CPUS];
+	struct cpu_files files[MAX_CPUS];
+	struct reading a[MAX_CPUS], b[MAX_CPUS];
+	int io_cpu, nr, dev, ncpu, cpu, i;
+	long long window_ns, t_last, first[MAX_CPUS];
 	unsigned long long lcg = 12345;
 	struct timespec end;
 	void *buf;
 
-	if (argc == 3 && !strcmp(argv[1], "snap"))
-		return snap(atoi(argv[2]));
-	if (argc != 6) {
+	if (argc == 2 && !strcmp(argv[1], "snap"))
+		return snap();
+	if (argc != 5) {
 		fprintf(stderr,
-			"usage: idle-watch DEV IO_CPU NR_IOS STATE WINDOW_US\n"
-			"       idle-watch snap STATE\n");
+			"usage: idle-watch DEV IO_CPU NR_IOS WINDOW_US\n"
+			"       idle-watch snap\n");
 		return 2;
 	}
 	io_cpu = atoi(argv[2]);
 	nr = atoi(argv[3]);
-	state = atoi(argv[4]);
-	window_ns = atoll(argv[5]) * 1000LL;
+	window_ns = atoll(argv[4]) * 1000LL;
 
 	dev = open(argv[1], O_RDONLY | O_DIRECT);
 	if (dev < 0 || posix_memalign(&buf, 4096, 4096)) {
 		perror(argv[1]);
 		return 1;
 	}
-	ncpu = open_times(state, fds);
+	ncpu = open_cpus(files);
 	if (!ncpu) {
-		fprintf(stderr, "idle-watch: no cpuidle state%d\n", state);
+		fprintf(stderr, "idle-watch: no cpuidle states\n");
 		return 1;
 	}
 
@@ -183,18 +213,28 @@ int main(int argc, char **argv)
 	}
 	t_last = now_ns();
 	for (cpu = 0; cpu < ncpu; cpu++)
-		t0[cpu] = read_awake(cpu, fds[cpu], &w0[cpu]);
+		read_awake(cpu, &files[cpu], &a[cpu]);
 	end.tv_sec = (t_last + window_ns) / 1000000000LL;
 	end.tv_nsec = (t_last + window_ns) % 1000000000LL;
 	clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &end, NULL);
 	read_first(first, ncpu);
 	for (cpu = 0; cpu < ncpu; cpu++)
-		t1[cpu] = read_awake(cpu, fds[cpu], &w1[cpu]);
-	/* the state time is in microseconds, the interval in nanoseconds */
-	for (cpu = 0; cpu < ncpu; cpu++)
-		printf("%scpu%d_pct=%.1f cpu%d_first_us=%lld", cpu ? " " : "",
-		       cpu, (t1[cpu] - t0[cpu]) * 100000.0 / (w1[cpu] - w0[cpu]),
-		       cpu, first[cpu]);
+		read_awake(cpu, &files[cpu], &b[cpu]);
+	/* state times are in microseconds, the interval in nanoseconds */
+	for (cpu = 0; cpu < ncpu; cpu++) {
+		double pct = 100000.0 / (b[cpu].when_ns - a[cpu].when_ns);
+		long long spin = files[cpu].exit_us *
+				 (b[cpu].entries - a[cpu].entries);
+		long long deep = b[cpu].time_us[DEEP] - a[cpu].time_us[DEEP];
+
+		printf("%scpu%d_pct=%.1f cpu%d_spin_pct=%.1f cpu%d_c1_pct=%.1f"
+		       " cpu%d_poll_pct=%.1f cpu%d_first_us=%lld",
+		       cpu ? " " : "", cpu, (deep - spin) * pct, cpu,
+		       spin * pct, cpu,
+		       (b[cpu].time_us[1] - a[cpu].time_us[1]) * pct, cpu,
+		       (b[cpu].time_us[0] - a[cpu].time_us[0]) * pct, cpu,
+		       first[cpu]);
+	}
 	printf("\n");
 	return 0;
 }
