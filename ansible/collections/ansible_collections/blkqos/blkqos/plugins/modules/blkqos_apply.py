@@ -58,6 +58,7 @@ attributes:
   platform:
     support: full
     platforms: posix
+    description: Linux hosts with sysfs; any Linux host for a fake tree.
 author:
   - blkqos developers (@blkqos)
 """
