@@ -45,7 +45,7 @@ class Host:
         with open(self.vars, "w") as f:
             json.dump(
                 {
-                    "blkqos_package": "",
+                    # the binary alone: blkqos_package follows it to ""
                     "blkqos_binary_src": BIN,
                     "blkqos_binary": os.path.join(tmp, "bin", "blkqos"),
                     "blkqos_profile_path": self.profile,
@@ -91,7 +91,7 @@ class Host:
 
 def task_result(out, task):
     """The status line (ok/changed/failed/skipping) of a task in the output."""
-    m = re.search(r"TASK \[blkqos : " + re.escape(task) + r"\].*?\n(?:.*\n)*?(ok|changed|fatal|failed|skipping):", out)
+    m = re.search(r"TASK \[(?:blkqos\.blkqos\.)?blkqos : " + re.escape(task) + r"\].*?\n(?:.*\n)*?(ok|changed|fatal|failed|skipping):", out)
     return m.group(1) if m else None
 
 
@@ -202,20 +202,42 @@ def test_verify_lists_mismatches(tmp):
                 '  echo \'{"schema":1,"command":"apply","changed":false,"dry_run":false,"devices":[],"warnings":[]}\'\n'
                 f'  exit 0;;\nesac\nexec {BIN} "$@"\n')
     os.chmod(wrapper, 0o755)
-    rc, out, recap = h.play(extra={"blkqos_binary_src": ""})
+    rc, out, recap = h.play(extra={"blkqos_binary_src": "", "blkqos_package": ""})
     check("a mismatch after apply fails the play", rc != 0 and recap.get("failed") == 1, out)
     check("the failure lists every mismatch",
           "blkqos verify: 8 value(s) differ" in out
           and "block/nvme0n1/queue/cpu_lat_limit_us: live -1, wanted 4" in out
           and "block/nvme2n1/queue/cpu_lat_timeout_ms: live 3, wanted 5" in out, out)
-    rc, out, recap = h.play(extra={"blkqos_binary_src": "", "blkqos_verify": False})
+    rc, out, recap = h.play(extra={"blkqos_binary_src": "", "blkqos_package": "", "blkqos_verify": False})
     check("blkqos_verify: false skips the check", rc == 0, out)
+
+
+def test_install_variables_do_what_they_say(tmp):
+    h = Host(tmp)
+    rc, out, _ = h.play()
+    check("blkqos_binary_src alone installs that binary (no blkqos_package: \"\" needed)",
+          rc == 0 and task_result(out, "Install blkqos from the package repositories") == "skipping"
+          and open(os.path.join(tmp, "bin", "blkqos"), "rb").read() == open(BIN, "rb").read(), out)
+    rc, out, _ = h.play("--check", extra={"blkqos_package": "blkqos"})
+    check("blkqos_package and blkqos_binary_src both set is refused, saying why",
+          rc != 0 and "at most one of blkqos_package and" in out, out)
+    rc, out, _ = h.play("--check", extra={"blkqos_binary_src": ""})
+    check("without blkqos_binary_src the package blkqos is installed",
+          task_result(out, "Install blkqos from the package repositories") not in (None, "skipping"), out)
+    # the udev rule and the boot unit get --sysfs and --state-dir when the
+    # role's are not the defaults: one state directory for rule, unit, role
+    rule = os.path.join(tmp, "90-blkqos.rules")
+    rc, out, _ = h.play("--check", "--diff", extra={"blkqos_udev_rule": True, "__blkqos_udev_rule_path": rule})
+    check("the udev rule runs blkqos with the role's --sysfs and --state-dir",
+          rc == 0 and f'+RUN+="{tmp}/bin/blkqos --sysfs {h.sys} --state-dir {h.state} udev {h.profile}"' in out
+          and not os.path.exists(rule), out)
 
 
 def main():
     for test in (test_apply_then_idempotent, test_check_and_diff_mode_change_nothing,
                  test_restored_puts_everything_back, test_invalid_profile_fails_before_writing,
-                 test_profile_src_and_rendering, test_verify_lists_mismatches):
+                 test_profile_src_and_rendering, test_verify_lists_mismatches,
+                 test_install_variables_do_what_they_say):
         print(f"ansible: == {test.__name__}")
         with tempfile.TemporaryDirectory() as tmp:
             test(tmp)

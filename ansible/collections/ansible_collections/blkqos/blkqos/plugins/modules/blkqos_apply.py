@@ -11,6 +11,7 @@ DOCUMENTATION = r"""
 ---
 module: blkqos_apply
 short_description: Apply a blkqos profile, or restore what blkqos saved
+version_added: 1.0.0
 description:
   - Runs C(blkqos apply --json) or C(blkqos restore --json) and reports
     C(changed) from blkqos's own JSON, so a second run reports no change.
@@ -43,25 +44,59 @@ options:
     description: Passed to C(--state-dir).
     type: path
     default: /run/blkqos
-author: blkqos developers
+requirements:
+  - blkqos on the host (the C(blkqos.blkqos.blkqos) role installs it)
+notes:
+  - Never starts a second blkqos while one runs; blkqos takes its own state lock.
+attributes:
+  check_mode:
+    support: full
+    description: Runs blkqos with C(--dry-run); nothing on the host is written.
+  diff_mode:
+    support: full
+    description: Each attribute's value before and after, one per line.
+  platform:
+    support: full
+    platforms: posix
+    description: Linux hosts with sysfs; any Linux host for a fake tree.
+author:
+  - blkqos developers (@blkqos)
 """
 
 EXAMPLES = r"""
 - name: Apply the profile
-  blkqos_apply:
+  blkqos.blkqos.blkqos_apply:
     profile: /etc/blkqos/blkqos.toml
+
+- name: Put back every value blkqos saved
+  blkqos.blkqos.blkqos_apply:
+    state: restored
+
+- name: Apply to a copied sysfs tree, keeping the originals elsewhere
+  blkqos.blkqos.blkqos_apply:
+    profile: /srv/test/blkqos.toml
+    sysfs: /srv/test/sys
+    state_dir: /srv/test/state
 """
 
 RETURN = r"""
 devices:
   description: Per device, the rule that owns it and the changes made (or that would be).
-  returned: always
+  returned: success
   type: list
   elements: dict
+  sample:
+    - name: nvme0n1
+      rule: nvme
+      changes:
+        - path: block/nvme0n1/queue/cpu_lat_limit_us
+          before: "-1"
+          after: "4"
 changes:
   description: Number of attribute values written (or that would be).
-  returned: always
+  returned: success
   type: int
+  sample: 2
 """
 
 import json
