@@ -509,6 +509,84 @@ check_udevd() {
 	udevadm control --exit
 }
 
+# An event storm on the real udevd and the rule: 100 disks added at once,
+# then 1000 change events over them (10 rounds of a trigger, not waited
+# for). blkqos runs through event-time, which logs each event's wall time
+# and exit status: every disk tuned, every event run and exited 0 (a run
+# that gave up on the state lock would exit 3), and the figures.
+secs_between() { # from to (seconds, from /proc/uptime)
+	awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'
+}
+
+check_udev_storm() {
+	mkdir -p /etc/blkqos
+	cat >/etc/blkqos/blkqos.toml <<-EOF
+	[[rule]]
+	name = "storm"
+	match = { name = "sm*" }
+	cpu_lat_limit_us = 12
+	cpu_lat_timeout_ms = 5
+	EOF
+	ln -sf /bin/event-time /usr/sbin/blkqos
+	rm -f /tmp/event-times
+	start_udevd udev-storm-start
+	n=100
+	t0=$(cut -d' ' -f1 /proc/uptime)
+	i=0
+	while [ $i -lt $n ]; do
+		mknull sm$i queue_mode=2 irqmode=0 || fail "setup-sm$i"
+		i=$((i + 1))
+	done
+	udevadm settle -t 600
+	t1=$(cut -d' ' -f1 /proc/uptime)
+	tuned=0
+	for d in /sys/block/sm*; do
+		[ "$(cat $d/queue/cpu_lat_limit_us)" = 12 ] && tuned=$((tuned + 1))
+	done
+	expect "udev-storm-add-tunes-all $tuned/$n" $tuned = $n
+	adds=$(awk '$3 == "add" && $4 ~ /sm[0-9]/' /tmp/event-times | wc -l)
+	expect "udev-storm-add-events $adds/$n" "$adds" = $n
+	add_max=$(awk '$3 == "add" { if ($1 > m) m = $1 } END { printf "%.1f", m / 1e6 }' /tmp/event-times)
+
+	for d in /sys/block/sm*; do
+		echo -1 >$d/queue/cpu_lat_limit_us
+	done
+	r=0
+	while [ $r -lt 10 ]; do
+		udevadm trigger --action=change --subsystem-match=block \
+			--sysname-match='sm*'
+		r=$((r + 1))
+	done
+	udevadm settle -t 600
+	t2=$(cut -d' ' -f1 /proc/uptime)
+	changes=$(awk '$3 == "change" && $4 ~ /sm[0-9]/' /tmp/event-times | wc -l)
+	expect "udev-storm-change-events $changes/$((n * 10))" "$changes" = $((n * 10))
+	bad=$(awk '$2 != 0' /tmp/event-times | wc -l)
+	expect "udev-storm-every-run-exits-0 $bad" "$bad" = 0
+	tuned=0
+	for d in /sys/block/sm*; do
+		[ "$(cat $d/queue/cpu_lat_limit_us)" = 12 ] && tuned=$((tuned + 1))
+	done
+	expect "udev-storm-change-retunes-all $tuned/$n" $tuned = $n
+	blkqos verify /etc/blkqos/blkqos.toml >/dev/null 2>&1
+	expect udev-storm-verifies $? = 0
+	stats=$(awk '$3 == "change" { print $1 }' /tmp/event-times | sort -n | awk '
+		{ v[NR] = $1 } END {
+			printf "change_p50_ms=%.1f change_p99_ms=%.1f change_max_ms=%.1f",
+				v[int(NR / 2) + 1] / 1e6, v[int(NR * 0.99) + 1] / 1e6, v[NR] / 1e6 }')
+	measure "udev_storm disks=$n add_secs=$(secs_between "$t0" "$t1")" \
+		"add_max_ms=$add_max change_events=$changes" \
+		"change_secs=$(secs_between "$t1" "$t2") $stats"
+	i=0
+	while [ $i -lt $n ]; do
+		rmnull sm$i
+		i=$((i + 1))
+	done
+	udevadm settle -t 600
+	udevadm control --exit
+	ln -sf ../bin/blkqos /usr/sbin/blkqos
+}
+
 # Stress on the lock-debugging kernel: I/O on two devices while a loop
 # writes valid and invalid values to both knobs, takes CPU1 offline and
 # back, and switches governors; the console must stay clean (verdict in
@@ -780,6 +858,11 @@ clock_cost() {
 [ ! -r /etc/guest-nvme.sh ] || . /etc/guest-nvme.sh
 if [ "$ONLY" = nvme ]; then
 	check_nvme
+	echo BLKQOS-DONE
+	reboot -f
+fi
+if [ "$ONLY" = storm ]; then
+	check_udev_storm
 	echo BLKQOS-DONE
 	reboot -f
 fi
