@@ -23,7 +23,7 @@ pub fn explain(
     let device = &kernel_name(device)?;
     let only = [device.to_string()];
     // every disk: the warnings are the machine's, as `apply` shows them
-    let inv = discover::scan(&ctx.sysfs, Extent::All, Detail::FULL);
+    let inv = discover::scan(&ctx.sysfs, Extent::All, Detail::FULL)?;
     let d = inv
         .get(device)
         .ok_or_else(|| PlanError::NoSuchDevice(device.to_string()))?

@@ -93,7 +93,7 @@ impl<'a> Disk<'a> {
 }
 
 pub fn list(ctx: &Ctx, json: bool, out: &mut String) -> Result<u8, Error> {
-    let inv = discover::scan(&ctx.sysfs, Extent::All, Detail::FULL);
+    let inv = discover::scan(&ctx.sysfs, Extent::All, Detail::FULL)?;
     let snap = Snapshot::take(&ctx.sysfs, inv, State::default(), None);
     let inv = &snap.inventory;
     let rows: Vec<Disk> = (inv.devices.iter())

@@ -67,7 +67,7 @@ struct DeviceStatus<'a> {
 }
 
 pub fn status(ctx: &Ctx, json: bool, out: &mut String) -> Result<u8, Error> {
-    let inv = discover::scan(&ctx.sysfs, Extent::All, Detail::FULL);
+    let inv = discover::scan(&ctx.sysfs, Extent::All, Detail::FULL)?;
     let (state, unreadable) = ctx
         .engine()
         .read_state("owning rules are not shown, and per-CPU limits blkqos set show as conflicts");
