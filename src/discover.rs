@@ -430,6 +430,9 @@ fn partition_parent(sysfs: &Sysfs, name: &str) -> Option<String> {
     Some(canon.rsplit('/').nth(1)?.to_string())
 }
 
+/// One disk read: the device (none if it could not be read) and warnings.
+type DeviceRead = (Option<Device>, Vec<String>);
+
 /// Disks read in parallel: reading one is a few dozen small syscalls, and
 /// a host with a thousand disks otherwise waits on them one after another.
 /// Results come back in the order given.
@@ -437,7 +440,7 @@ fn read_devices(
     sysfs: &Sysfs,
     work: Vec<(String, BTreeMap<String, String>)>,
     detail: Detail,
-) -> Result<Vec<(Option<Device>, Vec<String>)>, ScanError> {
+) -> Result<Vec<DeviceRead>, ScanError> {
     let possible = sysfs
         .attr("devices/system/cpu/possible")
         .and_then(|l| parse_cpu_list(&l));
