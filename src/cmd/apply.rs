@@ -80,6 +80,7 @@ pub fn apply(
             true,
             json,
             &preview.unreadable,
+            &profile,
             out,
         );
         return Ok(0);
@@ -96,7 +97,7 @@ pub fn apply(
                 (done.vanished.iter())
                     .map(|p| format!("{p}: vanished before it was written; skipped")),
             );
-            emit_plan(ctx.style, &plan, false, json, &[], out);
+            emit_plan(ctx.style, &plan, false, json, &[], &profile, out);
             Ok(0)
         }
         Err(failed) => {
@@ -109,7 +110,7 @@ pub fn apply(
                         ..DeviceOut::from(d)
                     })
                     .collect();
-                out.push_str(&doc(
+                let mut d = doc(
                     "apply",
                     false,
                     false,
@@ -117,7 +118,9 @@ pub fn apply(
                     &plan.warnings,
                     &[],
                     Some(&error),
-                ));
+                );
+                d.files = super::file_names(&profile);
+                out.push_str(&d.render());
             }
             Err(error)
         }
@@ -130,11 +133,12 @@ fn emit_plan(
     dry_run: bool,
     json: bool,
     unreadable: &[Unreadable],
+    profile: &Profile,
     out: &mut String,
 ) {
     if json {
         let devices: Vec<DeviceOut> = plan.devices.iter().map(DeviceOut::from).collect();
-        out.push_str(&doc(
+        let mut d = doc(
             "apply",
             !plan.is_empty(),
             dry_run,
@@ -142,7 +146,9 @@ fn emit_plan(
             &plan.warnings,
             unreadable,
             None,
-        ));
+        );
+        d.files = super::file_names(profile);
+        out.push_str(&d.render());
         return;
     }
     out.push_str(&plan_table(style, plan));

@@ -46,6 +46,10 @@ pub fn explain(
             escape_control(&d.pci.join(",")).into_owned()
         },
     );
+    let files: Vec<String> = (profile.files.iter())
+        .map(|f| escape_control(&f.display().to_string()).into_owned())
+        .collect();
+    let _ = writeln!(out, "{} {}", st.bold("profile"), files.join(", "));
     if let Some(why) = &d.excluded {
         let _ = writeln!(out, "not matched by any rule: excluded ({why})");
         return Ok(0);

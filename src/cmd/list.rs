@@ -100,7 +100,7 @@ pub fn list(ctx: &Ctx, json: bool, out: &mut String) -> Result<u8, Error> {
         .map(|d| Disk::new(d, Knobs::of(&snap, d)))
         .collect();
     if json {
-        out.push_str(&doc("list", false, false, &rows, &inv.warnings, &[], None));
+        out.push_str(&doc("list", false, false, &rows, &inv.warnings, &[], None).render());
         return Ok(0);
     }
     let dash = |v: Option<&str>| v.unwrap_or("-").to_string();

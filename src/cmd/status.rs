@@ -126,15 +126,7 @@ pub fn status(ctx: &Ctx, json: bool, out: &mut String) -> Result<u8, Error> {
         });
     }
     if json {
-        out.push_str(&doc(
-            "status",
-            false,
-            false,
-            &devices,
-            &warn,
-            &unreadable,
-            None,
-        ));
+        out.push_str(&doc("status", false, false, &devices, &warn, &unreadable, None).render());
         return Ok(0);
     }
     for d in &devices {
