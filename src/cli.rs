@@ -168,6 +168,8 @@ pub enum Command {
     /// Hotplug entry point for the udev rule: apply PROFILE to the one disk
     /// of the event (add, change), or plan PROFILE again without it
     /// (remove): what only it wanted goes back to the saved originals
+    // udev runs it, people do not: kept out of --help, described in blkqos(8)
+    #[command(hide = true)]
     Udev {
         /// The event's action; udev sets ACTION
         #[arg(long, env = "ACTION")]
@@ -312,6 +314,41 @@ mod tests {
         assert_eq!(Command::explain_args(&args).1, "nvme0n1");
         assert!(Cli::try_parse_from(["blkqos", "explain"]).is_err());
         assert!(Cli::try_parse_from(["blkqos", "explain", "a", "b", "c"]).is_err());
+    }
+
+    #[test]
+    fn every_argument_and_subcommand_has_help() {
+        use clap::CommandFactory;
+        fn walk(cmd: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            let path = format!("{path} {}", cmd.get_name());
+            if cmd.get_about().is_none() {
+                missing.push(path.clone());
+            }
+            for arg in cmd.get_arguments() {
+                if arg.get_help().is_none() {
+                    missing.push(format!("{path} {}", arg.get_id()));
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                walk(sub, &path, missing);
+            }
+        }
+        let mut cli = Cli::command();
+        // help and version are added when the command is built
+        cli.build();
+        let mut missing = Vec::new();
+        walk(&cli, "", &mut missing);
+        assert!(missing.is_empty(), "without help text: {missing:?}");
+    }
+
+    #[test]
+    fn udev_is_hidden_from_the_help_but_parses() {
+        use clap::CommandFactory;
+        let help = Cli::command().render_help().to_string();
+        let listed = |name: &str| help.lines().any(|l| l.trim_start().starts_with(name));
+        assert!(!listed("udev "), "{help}");
+        assert!(listed("coldplug "), "{help}");
+        assert!(Cli::try_parse_from(["blkqos", "udev", "--action", "add"]).is_ok());
     }
 
     #[test]
