@@ -125,14 +125,14 @@ pub fn explain(
             out,
             "owned by rule {:?}: limit {}, timeout {}",
             rule.name,
-            dp.limit.as_deref().unwrap_or("not managed"),
+            dp.limit_text().as_deref().unwrap_or("not managed"),
             dp.timeout_ms.map_or("-".to_string(), |t| format!("{t} ms")),
         );
         for (t, b) in &dp.backend {
             let _ = writeln!(out, "    {t}: {b}");
         }
         for a in &dp.auto {
-            let _ = writeln!(out, "    auto on {a}");
+            let _ = writeln!(out, "    auto on {}", a.describe());
         }
         if eff.limit.is_none() {
             let _ = writeln!(
