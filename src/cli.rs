@@ -158,12 +158,15 @@ pub enum Command {
         json: bool,
     },
     /// Which rule matches a device and why, and which queues it resolves to
-    #[command(override_usage = "blkqos explain [PROFILE] <DEVICE>")]
+    #[command(override_usage = "blkqos explain [PROFILE] <DEVICE> [--json]")]
     Explain {
         /// [PROFILE] DEVICE: the profile, with its drop-ins (default
         /// /etc/blkqos/blkqos.toml), and the device, a kernel name or a /dev path
         #[arg(required = true, num_args = 1..=2, value_names = ["PROFILE", "DEVICE"])]
         args: Vec<String>,
+        /// Print one JSON document instead of the explanation, errors included
+        #[arg(long)]
+        json: bool,
     },
     /// Hotplug entry point for the udev rule: apply PROFILE to the one disk
     /// of the event (add, change), or plan PROFILE again without it
@@ -288,7 +291,7 @@ mod tests {
                 | Command::Verify { profile, .. }
                 | Command::Udev { profile, .. }
                 | Command::Coldplug { profile } => profile,
-                Command::Explain { args } => Command::explain_args(&args).0,
+                Command::Explain { args, .. } => Command::explain_args(&args).0,
                 other => panic!("{} takes no profile", other.name()),
             }
         };
@@ -308,7 +311,7 @@ mod tests {
             PathBuf::from("my.toml")
         );
         let explain = Cli::try_parse_from(["blkqos", "explain", "nvme0n1"]).expect("parses");
-        let Command::Explain { args } = explain.command else {
+        let Command::Explain { args, .. } = explain.command else {
             panic!("explain parses as explain")
         };
         assert_eq!(Command::explain_args(&args).1, "nvme0n1");

@@ -97,9 +97,9 @@ fn run(ctx: &Ctx, command: &Command, out: &mut String) -> Result<u8, Error> {
             devices,
         } => cmd::restore::restore(ctx, *dry_run, *json, devices, out),
         Command::Status { json } => cmd::status::status(ctx, *json, out),
-        Command::Explain { args } => {
+        Command::Explain { args, json } => {
             let (profile, device) = Command::explain_args(args);
-            cmd::explain::explain(ctx, &profile, device, out)
+            cmd::explain::explain(ctx, &profile, device, *json, out)
         }
         Command::Udev {
             action,
@@ -116,10 +116,11 @@ fn wants_json(c: &Command) -> Option<bool> {
         Command::List { json }
         | Command::Verify { json, .. }
         | Command::Status { json }
-        | Command::Check { json, .. } => json.then_some(false),
+        | Command::Check { json, .. }
+        | Command::Explain { json, .. } => json.then_some(false),
         Command::Apply { json, dry_run, .. } | Command::Restore { json, dry_run, .. } => {
             json.then_some(*dry_run)
         }
-        Command::Explain { .. } | Command::Udev { .. } | Command::Coldplug { .. } => None,
+        Command::Udev { .. } | Command::Coldplug { .. } => None,
     }
 }

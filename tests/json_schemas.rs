@@ -57,6 +57,10 @@ fn every_command_prints_documents_its_schema_describes() {
     valid(&env.run(&["list", "--json"]), "list");
     valid(&env.run(&["status", "--json"]), "status");
     valid(&env.run(&["check", p, "--json"]), "check");
+    for device in ["nvme0n1", "md0", "sda", "loop0", "zram0"] {
+        let doc = valid(&env.run(&["explain", p, device, "--json"]), "explain");
+        assert_eq!(doc["devices"][0]["name"], device);
+    }
     let dry = valid(&env.run(&["apply", p, "--dry-run", "--json"]), "apply");
     assert_eq!(dry["dry_run"], true);
     let mismatch = env.run(&["verify", p, "--json"]);
@@ -116,6 +120,8 @@ fn failures_print_the_error_document() {
         (vec!["apply", bad, "--json"], "apply"),
         (vec!["apply", bad, "--dry-run", "--json"], "apply"),
         (vec!["verify", bad, "--json"], "verify"),
+        (vec!["explain", bad, "nvme0n1", "--json"], "explain"),
+        (vec!["explain", good, "nvme99n1", "--json"], "explain"),
         (
             vec!["apply", good, "--dry-run", "--json", "--device", "nvme99n1"],
             "apply",
