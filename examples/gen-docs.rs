@@ -9,6 +9,7 @@
 
 use blkqos::cli::{Cli, DEFAULT_PROFILE};
 use blkqos::error::{EXIT_BUSY, EXIT_FAILED, EXIT_USAGE, EXIT_VERIFY_TROUBLE};
+use blkqos::profile::DROP_IN_DIR;
 use clap::{Command, CommandFactory};
 use clap_complete::Shell;
 use std::error::Error;
@@ -20,17 +21,61 @@ fn main() -> Result<(), Box<dyn Error>> {
     let out = PathBuf::from(std::env::args_os().nth(1).ok_or("usage: gen-docs DIR")?);
     fs::create_dir_all(&out)?;
     let cmd = Cli::command();
+    fs::write(out.join("blkqos.8"), man_page()?)?;
+    for shell in [Shell::Bash, Shell::Zsh, Shell::Fish] {
+        clap_complete::generate_to(shell, &mut cmd.clone(), "blkqos", &out)?;
+    }
+    Ok(())
+}
+
+/// blkqos(8).
+pub fn man_page() -> Result<String, Box<dyn Error>> {
+    let cmd = Cli::command();
     let mut page = Vec::new();
     clap_mangen::Man::new(cmd.clone())
         .section("8")
         .render(&mut page)?;
     let mut page = String::from_utf8(page)?;
+    page.push_str(&hidden_commands(&cmd)?);
     page.push_str(&extra_sections(&cmd)?);
-    fs::write(out.join("blkqos.8"), page)?;
-    for shell in [Shell::Bash, Shell::Zsh, Shell::Fish] {
-        clap_complete::generate_to(shell, &mut cmd.clone(), "blkqos", &out)?;
+    Ok(page)
+}
+
+/// Subcommands kept out of --help (`udev`, which udev runs, not people)
+/// and so out of clap_mangen's SUBCOMMANDS: described here from the same
+/// definitions.
+fn hidden_commands(cmd: &Command) -> Result<String, std::fmt::Error> {
+    let mut s = String::new();
+    for sub in cmd.get_subcommands().filter(|c| c.is_hide_set()) {
+        let mut sub = sub.clone();
+        let usage = sub.render_usage().to_string();
+        let usage = usage.trim_start_matches("Usage: ").replacen(
+            sub.get_name(),
+            &format!("blkqos {}", sub.get_name()),
+            1,
+        );
+        writeln!(s, ".SH \"THE {} COMMAND\"", sub.get_name().to_uppercase())?;
+        writeln!(s, ".B {}", roff(&usage))?;
+        writeln!(s, ".PP")?;
+        let about = (sub.get_long_about().or(sub.get_about()))
+            .map(|a| a.to_string())
+            .unwrap_or_default();
+        writeln!(s, "{}", roff(&about))?;
+        for a in sub.get_arguments().filter(|a| a.get_id() != "help") {
+            let name = match (a.get_long(), a.get_value_names()) {
+                (Some(long), _) => format!("\\-\\-{}", roff(long)),
+                (None, Some(names)) => names.iter().map(|n| roff(n)).collect::<Vec<_>>().join(" "),
+                (None, None) => roff(a.get_id().as_str()).to_uppercase(),
+            };
+            let help = a.get_help().map(|h| h.to_string()).unwrap_or_default();
+            writeln!(s, ".TP\n\\fB{name}\\fR\n{}", roff(&help))?;
+        }
     }
-    Ok(())
+    Ok(s)
+}
+
+fn dir_of(path: &str) -> &str {
+    path.rsplit_once('/').map_or(".", |(dir, _)| dir)
 }
 
 /// Text as roff: a backslash is an escape and a leading dot or quote a
@@ -120,7 +165,11 @@ fn extra_sections(cmd: &Command) -> Result<String, std::fmt::Error> {
     for (path, what) in [
         (
             DEFAULT_PROFILE.to_string(),
-            "The profile \\fBudev\\fR and \\fBcoldplug\\fR apply when none is given; see \\fBblkqos.toml\\fR(5). As root, blkqos applies only a profile that only root can change.".to_string(),
+            "The profile every command that takes one reads when none is given; see \\fBblkqos.toml\\fR(5). As root, blkqos applies only a profile that only root can change.".to_string(),
+        ),
+        (
+            format!("{}/{DROP_IN_DIR}/*.toml", dir_of(DEFAULT_PROFILE)),
+            "Its drop\\-ins, merged in after it in lexical order (for any profile, those in \\fBblkqos.d\\fR beside it); see \\fBblkqos.toml\\fR(5).".to_string(),
         ),
         (
             format!("{state_dir}/state.json"),

@@ -102,17 +102,28 @@ impl Cli {
 pub enum Command {
     /// List whole disks: identity, transport, stacking, knob ABI, current values
     List {
+        /// Print one JSON document instead of the table, errors included
         #[arg(long)]
         json: bool,
     },
-    /// Validate a profile (exit 0 when valid, 2 when not)
-    Check { profile: PathBuf },
+    /// Validate a profile and its drop-ins (exit 0 when valid, 2 when not)
+    Check {
+        /// The profile; drop-ins are read from blkqos.d beside it
+        #[arg(default_value = DEFAULT_PROFILE)]
+        profile: PathBuf,
+        /// Print one JSON document: the files read, or the error
+        #[arg(long)]
+        json: bool,
+    },
     /// Apply a profile: write what differs, read back, roll back on failure
     Apply {
+        /// The profile; drop-ins are read from blkqos.d beside it
+        #[arg(default_value = DEFAULT_PROFILE)]
         profile: PathBuf,
         /// Show the plan, write nothing
         #[arg(long)]
         dry_run: bool,
+        /// Print one JSON document instead of the table, errors included
         #[arg(long)]
         json: bool,
         /// Only this device and the queues it resolves to (repeatable)
@@ -121,7 +132,10 @@ pub enum Command {
     },
     /// Compare live values with what a profile wants (exit 1 on mismatch, 2 when it cannot check)
     Verify {
+        /// The profile; drop-ins are read from blkqos.d beside it
+        #[arg(default_value = DEFAULT_PROFILE)]
         profile: PathBuf,
+        /// Print one JSON document instead of the table, errors included
         #[arg(long)]
         json: bool,
     },
@@ -130,6 +144,7 @@ pub enum Command {
         /// Show what would be put back, write nothing
         #[arg(long)]
         dry_run: bool,
+        /// Print one JSON document instead of the table, errors included
         #[arg(long)]
         json: bool,
         /// Only this device and the queues it resolves to (repeatable)
@@ -138,14 +153,26 @@ pub enum Command {
     },
     /// Per device: knob values, owning rule, per-CPU limits, idle states and residency
     Status {
+        /// Print one JSON document instead of the table, errors included
         #[arg(long)]
         json: bool,
     },
     /// Which rule matches a device and why, and which queues it resolves to
-    Explain { profile: PathBuf, device: String },
+    #[command(override_usage = "blkqos explain [PROFILE] <DEVICE> [--json]")]
+    Explain {
+        /// [PROFILE] DEVICE: the profile, with its drop-ins (default
+        /// /etc/blkqos/blkqos.toml), and the device, a kernel name or a /dev path
+        #[arg(required = true, num_args = 1..=2, value_names = ["PROFILE", "DEVICE"])]
+        args: Vec<String>,
+        /// Print one JSON document instead of the explanation, errors included
+        #[arg(long)]
+        json: bool,
+    },
     /// Hotplug entry point for the udev rule: apply PROFILE to the one disk
     /// of the event (add, change), or plan PROFILE again without it
     /// (remove): what only it wanted goes back to the saved originals
+    // udev runs it, people do not: kept out of --help, described in blkqos(8)
+    #[command(hide = true)]
     Udev {
         /// The event's action; udev sets ACTION
         #[arg(long, env = "ACTION")]
@@ -153,17 +180,30 @@ pub enum Command {
         /// The event's device path below the sysfs root; udev sets DEVPATH
         #[arg(long, env = "DEVPATH")]
         devpath: Option<String>,
+        /// The profile; drop-ins are read from blkqos.d beside it
         #[arg(default_value = DEFAULT_PROFILE)]
         profile: PathBuf,
     },
     /// Apply PROFILE to every present disk (what the boot unit runs)
     Coldplug {
+        /// The profile; drop-ins are read from blkqos.d beside it
         #[arg(default_value = DEFAULT_PROFILE)]
         profile: PathBuf,
     },
 }
 
 impl Command {
+    /// `explain`'s profile and device, from its one or two arguments.
+    pub fn explain_args(args: &[String]) -> (PathBuf, &str) {
+        match args {
+            [profile, device] => (PathBuf::from(profile), device),
+            [device] => (PathBuf::from(DEFAULT_PROFILE), device),
+            // clap takes one or two (num_args); `device` is then empty,
+            // which no device is called
+            _ => (PathBuf::from(DEFAULT_PROFILE), ""),
+        }
+    }
+
     /// Every subcommand's name.
     pub const NAMES: [&'static str; 9] = [
         "list", "check", "apply", "verify", "restore", "status", "explain", "udev", "coldplug",
@@ -239,6 +279,79 @@ mod tests {
         for bad in ["-1", "soon", "NaN", "1e9"] {
             assert!(Cli::try_parse_from(["blkqos", "--lock-timeout", bad, "list"]).is_err());
         }
+    }
+
+    #[test]
+    fn every_command_that_takes_a_profile_defaults_to_the_installed_one() {
+        let profile = |args: &[&str]| {
+            let cli = Cli::try_parse_from(args).expect("parses");
+            match cli.command {
+                Command::Check { profile, .. }
+                | Command::Apply { profile, .. }
+                | Command::Verify { profile, .. }
+                | Command::Udev { profile, .. }
+                | Command::Coldplug { profile } => profile,
+                Command::Explain { args, .. } => Command::explain_args(&args).0,
+                other => panic!("{} takes no profile", other.name()),
+            }
+        };
+        for cmd in ["check", "apply", "verify", "udev", "coldplug"] {
+            assert_eq!(profile(&["blkqos", cmd]), PathBuf::from(DEFAULT_PROFILE));
+            assert_eq!(
+                profile(&["blkqos", cmd, "my.toml"]),
+                PathBuf::from("my.toml")
+            );
+        }
+        assert_eq!(
+            profile(&["blkqos", "explain", "nvme0n1"]),
+            PathBuf::from(DEFAULT_PROFILE)
+        );
+        assert_eq!(
+            profile(&["blkqos", "explain", "my.toml", "nvme0n1"]),
+            PathBuf::from("my.toml")
+        );
+        let explain = Cli::try_parse_from(["blkqos", "explain", "nvme0n1"]).expect("parses");
+        let Command::Explain { args, .. } = explain.command else {
+            panic!("explain parses as explain")
+        };
+        assert_eq!(Command::explain_args(&args).1, "nvme0n1");
+        assert!(Cli::try_parse_from(["blkqos", "explain"]).is_err());
+        assert!(Cli::try_parse_from(["blkqos", "explain", "a", "b", "c"]).is_err());
+    }
+
+    #[test]
+    fn every_argument_and_subcommand_has_help() {
+        use clap::CommandFactory;
+        fn walk(cmd: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            let path = format!("{path} {}", cmd.get_name());
+            if cmd.get_about().is_none() {
+                missing.push(path.clone());
+            }
+            for arg in cmd.get_arguments() {
+                if arg.get_help().is_none() {
+                    missing.push(format!("{path} {}", arg.get_id()));
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                walk(sub, &path, missing);
+            }
+        }
+        let mut cli = Cli::command();
+        // help and version are added when the command is built
+        cli.build();
+        let mut missing = Vec::new();
+        walk(&cli, "", &mut missing);
+        assert!(missing.is_empty(), "without help text: {missing:?}");
+    }
+
+    #[test]
+    fn udev_is_hidden_from_the_help_but_parses() {
+        use clap::CommandFactory;
+        let help = Cli::command().render_help().to_string();
+        let listed = |name: &str| help.lines().any(|l| l.trim_start().starts_with(name));
+        assert!(!listed("udev "), "{help}");
+        assert!(listed("coldplug "), "{help}");
+        assert!(Cli::try_parse_from(["blkqos", "udev", "--action", "add"]).is_ok());
     }
 
     #[test]

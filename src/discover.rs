@@ -186,11 +186,11 @@ pub enum Extent<'a> {
 }
 
 /// The one way to read the disks: those of `extent`, with what `detail` asks for.
-pub fn scan(sysfs: &Sysfs, extent: Extent, detail: Detail) -> Inventory {
+pub fn scan(sysfs: &Sysfs, extent: Extent, detail: Detail) -> Result<Inventory, ScanError> {
     let inv = match extent {
         Extent::All => scan_all(sysfs, detail),
         Extent::Around(roots) => scan_around(sysfs, roots, detail),
-    };
+    }?;
     log::debug!(
         "scanned {} disk(s) ({}) from {}",
         inv.devices.len(),
@@ -201,10 +201,10 @@ pub fn scan(sysfs: &Sysfs, extent: Extent, detail: Detail) -> Inventory {
             .join(" "),
         inv.source
     );
-    inv
+    Ok(inv)
 }
 
-fn scan_all(sysfs: &Sysfs, detail: Detail) -> Inventory {
+fn scan_all(sysfs: &Sysfs, detail: Detail) -> Result<Inventory, ScanError> {
     let mut warnings = Vec::new();
     let (mut names, properties, source) = match crate::udevdb::enumerate(sysfs) {
         Ok(Some(found)) => (found.names, found.properties, "udev"),
@@ -236,7 +236,7 @@ fn scan_all(sysfs: &Sysfs, detail: Detail) -> Inventory {
     )
 }
 
-fn scan_around(sysfs: &Sysfs, roots: &[String], detail: Detail) -> Inventory {
+fn scan_around(sysfs: &Sysfs, roots: &[String], detail: Detail) -> Result<Inventory, ScanError> {
     let mut warnings = Vec::new();
     let mut partitions = BTreeMap::new();
     let mut names: Vec<String> = Vec::new();
@@ -371,7 +371,7 @@ struct Candidates {
     warnings: Vec<String>,
 }
 
-fn assemble(sysfs: &Sysfs, candidates: Candidates, detail: Detail) -> Inventory {
+fn assemble(sysfs: &Sysfs, candidates: Candidates, detail: Detail) -> Result<Inventory, ScanError> {
     let Candidates {
         mut names,
         mut properties,
@@ -388,7 +388,7 @@ fn assemble(sysfs: &Sysfs, candidates: Candidates, detail: Detail) -> Inventory 
         })
         .collect();
     let mut devices = Vec::with_capacity(work.len());
-    for (found, mut w) in read_devices(sysfs, work, detail) {
+    for (found, mut w) in read_devices(sysfs, work, detail)? {
         devices.extend(found);
         warnings.append(&mut w);
     }
@@ -405,12 +405,12 @@ fn assemble(sysfs: &Sysfs, candidates: Candidates, detail: Detail) -> Inventory 
     for d in &mut devices {
         d.excluded = exclusion(d);
     }
-    Inventory {
+    Ok(Inventory {
         devices,
         warnings,
         source,
         index: OnceCell::new(),
-    }
+    })
 }
 
 /// Partition name -> whole-disk name, from `class/block/*/partition`.
@@ -430,6 +430,9 @@ fn partition_parent(sysfs: &Sysfs, name: &str) -> Option<String> {
     Some(canon.rsplit('/').nth(1)?.to_string())
 }
 
+/// One disk read: the device (none if it could not be read) and warnings.
+type DeviceRead = (Option<Device>, Vec<String>);
+
 /// Disks read in parallel: reading one is a few dozen small syscalls, and
 /// a host with a thousand disks otherwise waits on them one after another.
 /// Results come back in the order given.
@@ -437,33 +440,47 @@ fn read_devices(
     sysfs: &Sysfs,
     work: Vec<(String, BTreeMap<String, String>)>,
     detail: Detail,
-) -> Vec<(Option<Device>, Vec<String>)> {
-    const PER_THREAD_MIN: usize = 64;
+) -> Result<Vec<DeviceRead>, ScanError> {
     let possible = sysfs
         .attr("devices/system/cpu/possible")
         .and_then(|l| parse_cpu_list(&l));
     let possible = possible.as_deref();
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    map_parallel(work, threads, |(name, props)| {
+        let mut w = Vec::new();
+        (
+            read_device(sysfs, possible, detail, &name, props, &mut w),
+            w,
+        )
+    })
+}
+
+/// A panic while reading the disks: a bug, reported as an error rather
+/// than taking down the run (a udev worker's included) with it.
+#[derive(Debug, thiserror::Error)]
+#[error("internal error while reading the disks: {0}")]
+pub struct ScanError(String);
+
+/// `f` over `work` on up to `threads` (at most 8) threads, in order. A
+/// panic in `f` is caught and returned as a [`ScanError`]; nothing else
+/// of the result is kept.
+fn map_parallel<T: Send, R: Send>(
+    work: Vec<T>,
+    threads: usize,
+    f: impl Fn(T) -> R + Sync,
+) -> Result<Vec<R>, ScanError> {
+    const PER_THREAD_MIN: usize = 64;
+    let threads = threads
         .min(8)
         .min(work.len().div_ceil(PER_THREAD_MIN))
         .max(1);
-    let read_all = |chunk: Vec<(String, BTreeMap<String, String>)>| {
-        chunk
-            .into_iter()
-            .map(|(name, props)| {
-                let mut w = Vec::new();
-                (
-                    read_device(sysfs, possible, detail, &name, props, &mut w),
-                    w,
-                )
-            })
-            .collect::<Vec<_>>()
+    let run = |chunk: Vec<T>| {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            chunk.into_iter().map(&f).collect::<Vec<_>>()
+        }))
+        .map_err(|p| ScanError(panic_message(p.as_ref())))
     };
-    if threads == 1 {
-        return read_all(work);
-    }
-    let per = work.len().div_ceil(threads);
+    let per = work.len().div_ceil(threads).max(1);
     let mut chunks = Vec::new();
     let mut rest = work;
     while rest.len() > per {
@@ -472,17 +489,34 @@ fn read_devices(
         rest = tail;
     }
     chunks.push(rest);
+    if threads == 1 {
+        return concat(chunks.into_iter().map(run));
+    }
     std::thread::scope(|s| {
-        let handles: Vec<_> = chunks
+        let handles: Vec<_> = chunks.into_iter().map(|c| s.spawn(|| run(c))).collect();
+        let results = handles
             .into_iter()
-            .map(|c| s.spawn(move || read_all(c)))
-            .collect();
-        handles
-            .into_iter()
-            // A panic in a reader is a bug; carry it to this thread.
-            .flat_map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-            .collect()
+            .map(|h| {
+                // `run` catches every panic of `f`; one in `join`'s thread
+                // itself (spawn's bookkeeping) is reported the same way.
+                h.join()
+                    .unwrap_or_else(|p| Err(ScanError(panic_message(p.as_ref()))))
+            })
+            .collect::<Vec<_>>();
+        concat(results.into_iter())
     })
+}
+
+fn concat<R>(chunks: impl Iterator<Item = Result<Vec<R>, ScanError>>) -> Result<Vec<R>, ScanError> {
+    let chunks: Vec<Vec<R>> = chunks.collect::<Result<_, _>>()?;
+    Ok(chunks.into_iter().flatten().collect())
+}
+
+fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
+    p.downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".to_string())
 }
 
 fn read_device(
@@ -547,7 +581,7 @@ fn read_device(
     };
     let identity = || {
         let model = prop("ID_MODEL_ENC")
-            .map(|v| decode_udev(&v).trim().to_string())
+            .map(|v| crate::udevdb::decode_escapes(&v).trim().to_string())
             .or_else(|| prop("ID_MODEL"))
             .or_else(|| dev_attr("model"))
             .or_else(|| dev_attr("name"));
@@ -781,27 +815,6 @@ fn vpd_serial(sysfs: &Sysfs, rel: &str) -> Option<String> {
     (!s.is_empty()).then_some(s)
 }
 
-/// udev's `\x20`-style escapes in *_ENC properties.
-fn decode_udev(s: &str) -> String {
-    let mut out = Vec::new();
-    let b = s.as_bytes();
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\'
-            && i + 3 < b.len()
-            && b[i + 1] == b'x'
-            && let Ok(v) = u8::from_str_radix(&s[i + 2..i + 4], 16)
-        {
-            out.push(v);
-            i += 4;
-            continue;
-        }
-        out.push(b[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -845,11 +858,33 @@ mod tests {
     }
 
     #[test]
+    fn a_panic_while_reading_is_an_error_not_an_abort() {
+        for threads in [1, 4] {
+            let work: Vec<u32> = (0..1000).collect();
+            let got = map_parallel(work, threads, |n| {
+                assert!(n != 700, "disk {n} is odd");
+                n
+            });
+            let err = got.expect_err("the panic is reported");
+            assert!(err.to_string().contains("disk 700 is odd"), "{err}");
+        }
+    }
+
+    #[test]
+    fn reading_in_parallel_keeps_the_order() {
+        for threads in [1, 3, 8] {
+            let work: Vec<u32> = (0..1000).collect();
+            let got = map_parallel(work.clone(), threads, |n| n * 2).expect("no panic");
+            assert_eq!(got, work.iter().map(|n| n * 2).collect::<Vec<_>>());
+        }
+        assert!(map_parallel(Vec::<u32>::new(), 4, |n| n).is_ok_and(|v| v.is_empty()));
+    }
+
+    #[test]
     fn names_and_escapes() {
         assert!(is_nvme_path_name("nvme0c1n1"));
         assert!(!is_nvme_path_name("nvme0n1"));
         assert!(is_pci_address("0000:00:1f.2"));
         assert!(!is_pci_address("0000:00:1f"));
-        assert_eq!(decode_udev("Samsung\\x20SSD"), "Samsung SSD");
     }
 }

@@ -4,7 +4,7 @@
 //! removed device; `restore` plans the saved originals back. A preview
 //! (dry run, `verify`, `explain`) is the same without the lock and the write.
 
-use crate::discover::{self, Detail, Extent, Inventory};
+use crate::discover::{self, Detail, Extent, Inventory, ScanError};
 use crate::error::Error;
 use crate::plan::{self, Plan, Scope};
 use crate::profile::Profile;
@@ -66,7 +66,9 @@ impl Engine<'_> {
             .state
             .lock()
             .map_err(|e| failed(needs_root(job, e), None))?;
-        let (snap, scope) = self.snapshot(job, locked.state.clone(), None);
+        let (snap, scope) = self
+            .snapshot(job, locked.state.clone(), None)
+            .map_err(|e| failed(e.into(), None))?;
         let mut plan = plan_for(job, &snap, &scope).map_err(|e| failed(e, None))?;
         match transaction::write(self.sysfs, &mut locked, &plan) {
             Ok(written) => {
@@ -102,7 +104,7 @@ impl Engine<'_> {
             // would go back to their originals.
             Job::Apply { .. } => self.read_state(WITHOUT_STATE),
         };
-        let (snapshot, scope) = self.snapshot(job, state, inventory);
+        let (snapshot, scope) = self.snapshot(job, state, inventory)?;
         let plan = plan_for(job, &snapshot, &scope)?;
         Ok(Preview {
             snapshot,
@@ -133,7 +135,12 @@ impl Engine<'_> {
     /// Scan what the job covers and read what planning it needs. For a
     /// removal, the scope becomes the devices that shared a saved value
     /// with the removed one: nothing in the tree links them to it any more.
-    fn snapshot(&self, job: &Job, state: State, inventory: Option<Inventory>) -> (Snapshot, Scope) {
+    fn snapshot(
+        &self,
+        job: &Job,
+        state: State,
+        inventory: Option<Inventory>,
+    ) -> Result<(Snapshot, Scope), ScanError> {
         let (profile, mut scope) = match job {
             Job::Apply { profile, scope } => (Some(*profile), scope.clone()),
             Job::Restore { scope } => (None, scope.clone()),
@@ -152,22 +159,25 @@ impl Engine<'_> {
                 .into_iter()
                 .collect();
         }
-        let inventory = inventory.unwrap_or_else(|| {
-            let restore_all = profile.is_none() && scope.devices.is_empty();
-            if restore_all || (scope.removed.is_some() && scope.devices.is_empty()) {
-                // the saved state names every path: no discovery needed
-                Inventory::default()
-            } else if scope.devices.is_empty() {
-                discover::scan(self.sysfs, Extent::All, detail)
-            } else {
-                discover::scan(self.sysfs, Extent::Around(&scope.devices), detail)
+        let inventory = match inventory {
+            Some(inventory) => inventory,
+            None => {
+                let restore_all = profile.is_none() && scope.devices.is_empty();
+                if restore_all || (scope.removed.is_some() && scope.devices.is_empty()) {
+                    // the saved state names every path: no discovery needed
+                    Inventory::default()
+                } else if scope.devices.is_empty() {
+                    discover::scan(self.sysfs, Extent::All, detail)?
+                } else {
+                    discover::scan(self.sysfs, Extent::Around(&scope.devices), detail)?
+                }
             }
-        });
+        };
         if scope.removed.is_some() {
             // one that left with it is no longer anyone to plan for
             scope.devices.retain(|d| inventory.get(d).is_some());
         }
-        (Snapshot::take(self.sysfs, inventory, state, profile), scope)
+        Ok((Snapshot::take(self.sysfs, inventory, state, profile), scope))
     }
 }
 

@@ -1,5 +1,6 @@
 //! The command's error type and its exit codes, decided in one place.
 
+use crate::discover::ScanError;
 use crate::plan::PlanError;
 use crate::profile::ProfileError;
 use crate::state::StateError;
@@ -32,6 +33,8 @@ pub enum Error {
     State(#[from] StateError),
     #[error(transparent)]
     NotSysfs(#[from] NotSysfs),
+    #[error(transparent)]
+    Scan(#[from] ScanError),
     #[error("{command} needs root ({cause}); --dry-run shows the plan without it")]
     NeedsRoot {
         command: &'static str,
@@ -67,6 +70,7 @@ impl Error {
             Error::NotSysfs(_) => "not-sysfs",
             Error::NeedsRoot { .. } => "needs-root",
             Error::Usage(_) => "usage",
+            Error::Scan(_) => "internal",
         }
     }
 
@@ -105,7 +109,10 @@ impl Error {
             | Error::NotSysfs(_)
             | Error::NeedsRoot { .. }
             | Error::Plan(PlanError::NoSuchDevice(_)) => EXIT_USAGE,
-            Error::Plan(PlanError::Read { .. }) | Error::Write(_) | Error::State(_) => EXIT_FAILED,
+            Error::Plan(PlanError::Read { .. })
+            | Error::Write(_)
+            | Error::State(_)
+            | Error::Scan(_) => EXIT_FAILED,
         }
     }
 }

@@ -21,7 +21,7 @@ pub mod state;
 pub mod sysfs;
 pub mod transaction;
 pub mod trust;
-mod udevdb;
+pub mod udevdb;
 pub mod uevent;
 
 // The fixture (tests/support/fixture.rs) names the library `blkqos`, as the

@@ -83,7 +83,7 @@ fn run(ctx: &Ctx, command: &Command, out: &mut String) -> Result<u8, Error> {
     }
     match command {
         Command::List { json } => cmd::list::list(ctx, *json, out),
-        Command::Check { profile } => cmd::check::check(profile, out),
+        Command::Check { profile, json } => cmd::check::check(profile, *json, out),
         Command::Apply {
             profile,
             dry_run,
@@ -97,7 +97,10 @@ fn run(ctx: &Ctx, command: &Command, out: &mut String) -> Result<u8, Error> {
             devices,
         } => cmd::restore::restore(ctx, *dry_run, *json, devices, out),
         Command::Status { json } => cmd::status::status(ctx, *json, out),
-        Command::Explain { profile, device } => cmd::explain::explain(ctx, profile, device, out),
+        Command::Explain { args, json } => {
+            let (profile, device) = Command::explain_args(args);
+            cmd::explain::explain(ctx, &profile, device, *json, out)
+        }
         Command::Udev {
             action,
             devpath,
@@ -110,15 +113,14 @@ fn run(ctx: &Ctx, command: &Command, out: &mut String) -> Result<u8, Error> {
 /// With --json, whether it is a dry run; `None` without --json.
 fn wants_json(c: &Command) -> Option<bool> {
     match c {
-        Command::List { json } | Command::Verify { json, .. } | Command::Status { json } => {
-            json.then_some(false)
-        }
+        Command::List { json }
+        | Command::Verify { json, .. }
+        | Command::Status { json }
+        | Command::Check { json, .. }
+        | Command::Explain { json, .. } => json.then_some(false),
         Command::Apply { json, dry_run, .. } | Command::Restore { json, dry_run, .. } => {
             json.then_some(*dry_run)
         }
-        Command::Check { .. }
-        | Command::Explain { .. }
-        | Command::Udev { .. }
-        | Command::Coldplug { .. } => None,
+        Command::Udev { .. } | Command::Coldplug { .. } => None,
     }
 }

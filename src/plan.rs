@@ -33,12 +33,75 @@ pub struct DevicePlan {
     pub targets: Vec<String>,
     /// How each target is constrained: queue, disk, cpu-resume-latency, none.
     pub backend: BTreeMap<String, String>,
-    /// The requested limit ("auto" shows what it resolved to).
-    pub limit: Option<String>,
+    /// The requested limit; for "auto", the strictest value it resolved to.
+    pub limit: Option<Requested>,
     /// How "auto" was resolved, per target.
-    pub auto: Vec<String>,
+    pub auto: Vec<AutoChoice>,
     pub timeout_ms: Option<u64>,
     pub changes: Vec<Change>,
+}
+
+/// A limit as asked for: how it was given and, where there is one, the
+/// number of microseconds it comes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Requested {
+    pub mode: LimitMode,
+    /// For `us`, the value given; for `auto`, the strictest value chosen
+    /// over the targets (each one's in [`DevicePlan::auto`]); none for
+    /// `off`, or `auto` with no target.
+    pub us: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LimitMode {
+    Us,
+    Auto,
+    Off,
+}
+
+impl LimitMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LimitMode::Us => "us",
+            LimitMode::Auto => "auto",
+            LimitMode::Off => "off",
+        }
+    }
+}
+
+/// What "auto" chose on one target, and from what.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AutoChoice {
+    pub target: String,
+    pub us: u64,
+    /// The idle state and CPUs it was read from, or why a bound was used.
+    pub why: String,
+}
+
+impl AutoChoice {
+    pub fn describe(&self) -> String {
+        format!("{}: {} us ({})", self.target, self.us, self.why)
+    }
+}
+
+impl DevicePlan {
+    /// The limit as the tables show it: "2 us", "off", "auto (4 us, 10 us)".
+    pub fn limit_text(&self) -> Option<String> {
+        let r = self.limit?;
+        Some(match r.mode {
+            LimitMode::Off => "off".to_string(),
+            LimitMode::Us => format!("{} us", r.us.unwrap_or_default()),
+            LimitMode::Auto => {
+                let chosen: BTreeSet<u64> = self.auto.iter().map(|a| a.us).collect();
+                if chosen.is_empty() {
+                    "auto".to_string()
+                } else {
+                    let shown: Vec<String> = chosen.iter().map(|us| format!("{us} us")).collect();
+                    format!("auto ({})", shown.join(", "))
+                }
+            }
+        })
+    }
 }
 
 /// What to write, and what to change in the saved state once written.
@@ -170,7 +233,11 @@ pub fn build(profile: &Profile, snap: &Snapshot, scope: &Scope) -> Result<Plan, 
                                 }
                             })
                             .clone();
-                        dp.auto.push(format!("{t}: {us} us ({why})"));
+                        dp.auto.push(AutoChoice {
+                            target: t.clone(),
+                            us,
+                            why,
+                        });
                         resolved.insert(us);
                         Some(us)
                     }
@@ -182,11 +249,19 @@ pub fn build(profile: &Profile, snap: &Snapshot, scope: &Scope) -> Result<Plan, 
                     fallback: eff.fallback,
                 });
             }
-            let shown: Vec<String> = resolved.iter().map(|us| format!("{us} us")).collect();
-            dp.limit = Some(if shown.is_empty() {
-                limit.to_string()
-            } else {
-                format!("auto ({})", shown.join(", "))
+            dp.limit = Some(match limit {
+                Limit::Off => Requested {
+                    mode: LimitMode::Off,
+                    us: None,
+                },
+                Limit::Us(n) => Requested {
+                    mode: LimitMode::Us,
+                    us: Some(n),
+                },
+                Limit::Auto => Requested {
+                    mode: LimitMode::Auto,
+                    us: resolved.first().copied(),
+                },
             });
             dp.timeout_ms = (limit != Limit::Off).then_some(eff.timeout_ms);
         }

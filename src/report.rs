@@ -5,7 +5,7 @@ use std::borrow::Cow;
 use std::io::IsTerminal;
 
 /// Bumped only on incompatible changes to the JSON documents.
-pub const JSON_SCHEMA: u32 = 1;
+pub const JSON_SCHEMA: u32 = 2;
 
 #[derive(Serialize)]
 pub struct Document<'a, D: Serialize> {
@@ -25,6 +25,10 @@ pub struct Document<'a, D: Serialize> {
     /// What kind of error, and where in which file, when the command failed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failure: Option<Failure>,
+    /// The profile files read (the profile, then its drop-ins), for a
+    /// command that reads a profile.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<String>,
 }
 
 /// A failed command's error in the JSON document.

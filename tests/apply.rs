@@ -273,7 +273,7 @@ fn usage_errors_exit_2() {
     let env = Env::zoo(Abi::Queue);
     let p = env.profile("p.toml", NVME_AUTO);
     assert_eq!(env.run(&["frobnicate"]).code, 2);
-    assert_eq!(env.run(&["apply"]).code, 2);
+    assert_eq!(env.run(&["apply", "--frobnicate"]).code, 2);
     let r = env.run(&["apply", p.to_str().unwrap(), "--device", "nvme99n1"]);
     assert_eq!(r.code, 2);
     assert!(r.stderr.contains("nvme99n1"));

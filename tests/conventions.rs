@@ -33,7 +33,7 @@ fn json_errors_are_one_document_with_kind_and_location() {
         let r = env.run(&args);
         assert_eq!(r.code, 2, "{args:?}: {}", r.stderr);
         let doc = r.json();
-        assert_eq!(doc["schema"], 1);
+        assert_eq!(doc["schema"], 2);
         assert_eq!(doc["command"], args[0]);
         assert_eq!(doc["failure"]["kind"], "profile-invalid", "{doc}");
         assert_eq!(doc["failure"]["file"], bad.to_str().unwrap());
@@ -45,8 +45,8 @@ fn json_errors_are_one_document_with_kind_and_location() {
     let r = env.run(&["restore", "--json", "--device", "a b"]);
     assert_eq!(r.code, 2);
     assert_eq!(r.json()["failure"]["kind"], "usage");
-    // what clap refuses (a missing PROFILE) too
-    let r = env.run(&["apply", "--json"]);
+    // what clap refuses (an unknown option) too
+    let r = env.run(&["apply", "--json", "--frobnicate"]);
     assert_eq!(r.code, 2);
     assert_eq!(r.json()["command"], "apply");
     assert_eq!(r.json()["failure"]["kind"], "usage");

@@ -11,7 +11,7 @@ fn list_shows_whole_disks_with_identity_and_transport() {
     let r = env.run(&["list", "--json"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     let doc = r.json();
-    assert_eq!(doc["schema"], 1);
+    assert_eq!(doc["schema"], 2);
     let names: Vec<&str> = doc["devices"]
         .as_array()
         .unwrap()
@@ -161,8 +161,8 @@ cpu_lat_limit_us = 30
 "#,
     )
     .unwrap();
-    let scan_around = |only: &[String]| scan(&sysfs, Extent::Around(only), Detail::FULL);
-    let full = scan(&sysfs, Extent::All, Detail::FULL);
+    let scan_around = |only: &[String]| scan(&sysfs, Extent::Around(only), Detail::FULL).unwrap();
+    let full = scan(&sysfs, Extent::All, Detail::FULL).unwrap();
     for d in &full.devices {
         let only = [d.name.clone()];
         let around = scan_around(&only);
@@ -212,7 +212,7 @@ fn plans_without_identity_reads_are_the_same() {
     let sysfs = Sysfs::new(env.fx.root());
     let profile = Profile::parse(std::path::Path::new("p.toml"), common::MIXED).unwrap();
     assert!(!profile.rules.iter().any(|r| r.matcher.uses_identity()));
-    let lean = scan(&sysfs, Extent::All, Detail { identity: false });
+    let lean = scan(&sysfs, Extent::All, Detail { identity: false }).unwrap();
     assert!(
         lean.devices
             .iter()
@@ -222,7 +222,7 @@ fn plans_without_identity_reads_are_the_same() {
         let snap = Snapshot::take(&sysfs, inv, Default::default(), Some(&profile));
         blkqos::plan::build(&profile, &snap, &blkqos::plan::Scope::all()).unwrap()
     };
-    let full = scan(&sysfs, Extent::All, Detail::FULL);
+    let full = scan(&sysfs, Extent::All, Detail::FULL).unwrap();
     assert_eq!(plan(lean), plan(full));
     let by_model = Profile::parse(
         std::path::Path::new("m.toml"),
@@ -282,7 +282,7 @@ fn the_plan_is_computed_from_the_snapshot_alone() {
     .replace("[defaults]\ncpu_lat_timeout_ms = 3\n", "");
     let profile = Profile::parse(std::path::Path::new("p.toml"), &text).unwrap();
     let take = || {
-        let inv = scan(&sysfs, Extent::All, Detail::FULL);
+        let inv = scan(&sysfs, Extent::All, Detail::FULL).unwrap();
         Snapshot::take(&sysfs, inv, Default::default(), Some(&profile))
     };
     let (live, snap) = (take(), take());

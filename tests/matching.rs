@@ -18,7 +18,7 @@ fn profile(text: &str) -> Profile {
 fn every_match_key_selects_the_right_devices() {
     let dir = tempfile::tempdir().unwrap();
     Fixture::zoo(dir.path(), Abi::Queue);
-    let inv = scan(&Sysfs::new(dir.path()), Extent::All, Detail::FULL);
+    let inv = scan(&Sysfs::new(dir.path()), Extent::All, Detail::FULL).unwrap();
     let owners = |text: &str| -> Vec<String> {
         let p = profile(text);
         inv.visible()
@@ -67,7 +67,7 @@ fn every_match_key_selects_the_right_devices() {
 fn udev_properties_match_by_regex_and_the_first_rule_wins() {
     let dir = tempfile::tempdir().unwrap();
     Fixture::zoo(dir.path(), Abi::Queue);
-    let mut inv = scan(&Sysfs::new(dir.path()), Extent::All, Detail::FULL);
+    let mut inv = scan(&Sysfs::new(dir.path()), Extent::All, Detail::FULL).unwrap();
     for d in &mut inv.devices {
         if d.name == "nvme1n1" {
             d.properties

@@ -29,6 +29,23 @@ impl<'a> From<&'a Change> for ChangeOut<'a> {
     }
 }
 
+/// A requested limit in the JSON document: how it was given ("us",
+/// "auto", "off") and the microseconds it comes to (for "auto", the
+/// strictest over the targets; null for "off").
+#[derive(Serialize)]
+pub struct LimitOut {
+    pub mode: &'static str,
+    pub us: Option<u64>,
+}
+
+/// What "auto" chose on one target.
+#[derive(Serialize)]
+pub struct AutoOut<'a> {
+    pub target: &'a str,
+    pub us: u64,
+    pub why: &'a str,
+}
+
 /// One device of a plan in the JSON document.
 #[derive(Serialize)]
 pub struct DeviceOut<'a> {
@@ -36,9 +53,9 @@ pub struct DeviceOut<'a> {
     pub rule: Option<&'a str>,
     pub targets: &'a [String],
     pub backend: &'a BTreeMap<String, String>,
-    pub limit: Option<&'a str>,
-    #[serde(skip_serializing_if = "<[String]>::is_empty")]
-    pub auto: &'a [String],
+    pub limit: Option<LimitOut>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub auto: Vec<AutoOut<'a>>,
     pub timeout_ms: Option<u64>,
     pub changes: Vec<ChangeOut<'a>>,
 }
@@ -50,8 +67,17 @@ impl<'a> From<&'a DevicePlan> for DeviceOut<'a> {
             rule: d.rule.as_deref(),
             targets: &d.targets,
             backend: &d.backend,
-            limit: d.limit.as_deref(),
-            auto: &d.auto,
+            limit: d.limit.map(|l| LimitOut {
+                mode: l.mode.as_str(),
+                us: l.us,
+            }),
+            auto: (d.auto.iter())
+                .map(|a| AutoOut {
+                    target: &a.target,
+                    us: a.us,
+                    why: &a.why,
+                })
+                .collect(),
             timeout_ms: d.timeout_ms,
             changes: d.changes.iter().map(ChangeOut::from).collect(),
         }
@@ -80,6 +106,7 @@ pub fn apply(
             true,
             json,
             &preview.unreadable,
+            &profile,
             out,
         );
         return Ok(0);
@@ -96,7 +123,7 @@ pub fn apply(
                 (done.vanished.iter())
                     .map(|p| format!("{p}: vanished before it was written; skipped")),
             );
-            emit_plan(ctx.style, &plan, false, json, &[], out);
+            emit_plan(ctx.style, &plan, false, json, &[], &profile, out);
             Ok(0)
         }
         Err(failed) => {
@@ -109,7 +136,7 @@ pub fn apply(
                         ..DeviceOut::from(d)
                     })
                     .collect();
-                out.push_str(&doc(
+                let mut d = doc(
                     "apply",
                     false,
                     false,
@@ -117,7 +144,9 @@ pub fn apply(
                     &plan.warnings,
                     &[],
                     Some(&error),
-                ));
+                );
+                d.files = super::file_names(&profile);
+                out.push_str(&d.render());
             }
             Err(error)
         }
@@ -130,11 +159,12 @@ fn emit_plan(
     dry_run: bool,
     json: bool,
     unreadable: &[Unreadable],
+    profile: &Profile,
     out: &mut String,
 ) {
     if json {
         let devices: Vec<DeviceOut> = plan.devices.iter().map(DeviceOut::from).collect();
-        out.push_str(&doc(
+        let mut d = doc(
             "apply",
             !plan.is_empty(),
             dry_run,
@@ -142,7 +172,9 @@ fn emit_plan(
             &plan.warnings,
             unreadable,
             None,
-        ));
+        );
+        d.files = super::file_names(profile);
+        out.push_str(&d.render());
         return;
     }
     out.push_str(&plan_table(style, plan));
@@ -164,7 +196,7 @@ fn plan_table(style: Style, plan: &Plan) -> String {
             untouched.push(d.name.as_str());
             continue;
         };
-        let limit = d.limit.clone().unwrap_or_else(|| "-".into());
+        let limit = d.limit_text().unwrap_or_else(|| "-".into());
         if d.changes.is_empty() {
             rows.push(vec![
                 d.name.clone(),

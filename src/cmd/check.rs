@@ -1,17 +1,27 @@
-//! `check`: validate a profile.
+//! `check`: validate a profile and its drop-ins.
 
+use super::doc;
 use crate::error::Error;
 use crate::profile::Profile;
 use std::fmt::Write as _;
 use std::path::Path;
 
-pub fn check(profile: &Path, out: &mut String) -> Result<u8, Error> {
+pub fn check(profile: &Path, json: bool, out: &mut String) -> Result<u8, Error> {
     let p = Profile::load(profile)?;
+    if json {
+        let mut d = doc("check", false, false, [(); 0], &[], &[], None);
+        d.files = super::file_names(&p);
+        out.push_str(&d.render());
+        return Ok(0);
+    }
     let _ = writeln!(
         out,
         "{}: valid ({} rule(s))",
         profile.display(),
         p.rules.len()
     );
+    for f in &p.files {
+        let _ = writeln!(out, "read {}", f.display());
+    }
     Ok(0)
 }

@@ -1,34 +1,196 @@
 //! `explain`: which rule matches a device and why, which queues it
 //! resolves to, and what applying the profile would write there.
 
-use super::{Ctx, kernel_name};
+use super::apply::{ChangeOut, DeviceOut};
+use super::{Ctx, doc, kernel_name};
 use crate::abi::Abi;
-use crate::discover::{self, Detail, Extent};
+use crate::discover::{self, Detail, Device, Extent};
 use crate::engine::Job;
 use crate::error::Error;
 use crate::idle::format_cpus;
-use crate::plan::{Change, PlanError, Scope};
+use crate::matcher::Check;
+use crate::plan::{Plan, PlanError, Scope};
 use crate::profile::Profile;
-use crate::report::{escape_control, warn_all};
+use crate::report::{Style, escape_control, warn_all};
+use serde::Serialize;
 use std::fmt::Write as _;
 use std::path::Path;
+
+/// How one rule fared against the device.
+#[derive(Serialize)]
+struct RuleOut<'a> {
+    name: &'a str,
+    /// "match", "no-match", or "not-evaluated" (an earlier rule owns it).
+    result: &'static str,
+    checks: Vec<CheckOut<'a>>,
+}
+
+#[derive(Serialize)]
+struct CheckOut<'a> {
+    key: &'a str,
+    ok: bool,
+    detail: &'a str,
+}
+
+/// A queue the device's I/O lands on.
+#[derive(Serialize)]
+struct TargetOut<'a> {
+    name: &'a str,
+    abi: &'static str,
+    cpus: &'a [u32],
+}
+
+/// The device explained, in the JSON document.
+#[derive(Serialize)]
+struct Explained<'a> {
+    name: &'a str,
+    kind: &'a str,
+    transport: &'a str,
+    model: Option<&'a str>,
+    serial: Option<&'a str>,
+    wwid: Option<&'a str>,
+    driver: Option<&'a str>,
+    pci: &'a [String],
+    excluded: Option<&'a str>,
+    rules: Vec<RuleOut<'a>>,
+    targets: Vec<TargetOut<'a>>,
+    /// The rule that owns the device, if any.
+    rule: Option<&'a str>,
+    /// What the owning rule asks for on it (null: no rule, or excluded).
+    plan: Option<DeviceOut<'a>>,
+    /// Every write applying the profile to this device would make.
+    changes: Vec<ChangeOut<'a>>,
+}
 
 pub fn explain(
     ctx: &Ctx,
     profile_path: &Path,
     device: &str,
+    json: bool,
     out: &mut String,
 ) -> Result<u8, Error> {
     let profile = Profile::load(profile_path)?;
     let device = &kernel_name(device)?;
     let only = [device.to_string()];
     // every disk: the warnings are the machine's, as `apply` shows them
-    let inv = discover::scan(&ctx.sysfs, Extent::All, Detail::FULL);
+    let inv = discover::scan(&ctx.sysfs, Extent::All, Detail::FULL)?;
     let d = inv
         .get(device)
         .ok_or_else(|| PlanError::NoSuchDevice(device.to_string()))?
         .clone();
-    let st = ctx.style;
+    let checks: Vec<(&str, Option<Vec<Check>>)> = if d.excluded.is_some() {
+        Vec::new()
+    } else {
+        let mut owned = false;
+        (profile.rules.iter())
+            .map(|rule| {
+                if owned {
+                    return (rule.name.as_str(), None);
+                }
+                let checks = rule.matcher.checks(&d);
+                owned = checks.iter().all(|c| c.ok);
+                (rule.name.as_str(), Some(checks))
+            })
+            .collect()
+    };
+    let owner = (checks.iter())
+        .find(|(_, c)| c.as_ref().is_some_and(|c| c.iter().all(|c| c.ok)))
+        .map(|(name, _)| *name);
+    let targets: Vec<(String, Abi, Vec<u32>)> = (d.targets.iter())
+        .map(|t| {
+            let x = inv.get(t);
+            (
+                t.clone(),
+                x.map_or(Abi::None, |x| x.abi),
+                x.map(|x| x.cpus.clone()).unwrap_or_default(),
+            )
+        })
+        .collect();
+    let plan = match owner {
+        Some(_) => {
+            let job = Job::Apply {
+                profile: &profile,
+                scope: Scope::devices(&only),
+            };
+            Some(ctx.engine().preview_on(inv, &job)?.plan)
+        }
+        None => None,
+    };
+    if json {
+        let explained = Explained {
+            name: &d.name,
+            kind: d.kind.as_str(),
+            transport: d.transport.as_str(),
+            model: d.model.as_deref(),
+            serial: d.serial.as_deref(),
+            wwid: d.wwid.as_deref(),
+            driver: d.driver.as_deref(),
+            pci: &d.pci,
+            excluded: d.excluded.as_deref(),
+            rules: (checks.iter())
+                .map(|(name, checks)| RuleOut {
+                    name,
+                    result: match checks {
+                        None => "not-evaluated",
+                        Some(c) if c.iter().all(|c| c.ok) => "match",
+                        Some(_) => "no-match",
+                    },
+                    checks: (checks.iter().flatten())
+                        .map(|c| CheckOut {
+                            key: &c.key,
+                            ok: c.ok,
+                            detail: &c.detail,
+                        })
+                        .collect(),
+                })
+                .collect(),
+            targets: (targets.iter())
+                .map(|(name, abi, cpus)| TargetOut {
+                    name,
+                    abi: abi.describe(),
+                    cpus,
+                })
+                .collect(),
+            rule: owner,
+            plan: (plan.iter())
+                .flat_map(|p| p.devices.iter())
+                .find(|p| p.name == d.name)
+                .map(DeviceOut::from),
+            changes: (plan.iter())
+                .flat_map(Plan::changes)
+                .map(ChangeOut::from)
+                .collect(),
+        };
+        let warnings = plan.as_ref().map_or(&[][..], |p| &p.warnings[..]);
+        let mut document = doc("explain", false, false, [explained], warnings, &[], None);
+        document.files = super::file_names(&profile);
+        out.push_str(&document.render());
+        return Ok(0);
+    }
+    text(
+        ctx.style,
+        &profile,
+        &d,
+        &checks,
+        &targets,
+        plan.as_ref(),
+        out,
+    );
+    if let Some(plan) = &plan {
+        warn_all(&plan.warnings);
+    }
+    Ok(0)
+}
+
+fn text(
+    st: Style,
+    profile: &Profile,
+    d: &Device,
+    checks: &[(&str, Option<Vec<Check>>)],
+    targets: &[(String, Abi, Vec<u32>)],
+    plan: Option<&Plan>,
+    out: &mut String,
+) {
     let _ = writeln!(
         out,
         "{} {} ({}, transport {}, model {}, serial {}, wwid {}, driver {}, pci {})",
@@ -46,27 +208,28 @@ pub fn explain(
             escape_control(&d.pci.join(",")).into_owned()
         },
     );
+    let files: Vec<String> = (profile.files.iter())
+        .map(|f| escape_control(&f.display().to_string()).into_owned())
+        .collect();
+    let _ = writeln!(out, "{} {}", st.bold("profile"), files.join(", "));
     if let Some(why) = &d.excluded {
         let _ = writeln!(out, "not matched by any rule: excluded ({why})");
-        return Ok(0);
+        return;
     }
     let mut owner = None;
-    for rule in &profile.rules {
-        if owner.is_some() {
+    for (name, checks) in checks {
+        let Some(checks) = checks else {
             let _ = writeln!(
                 out,
-                "rule {:?}: {}",
-                rule.name,
+                "rule {name:?}: {}",
                 st.dim("not evaluated (an earlier rule owns the device)")
             );
             continue;
-        }
-        let checks = rule.matcher.checks(&d);
+        };
         let ok = checks.iter().all(|c| c.ok);
         let _ = writeln!(
             out,
-            "rule {:?}: {}",
-            rule.name,
+            "rule {name:?}: {}",
             if ok {
                 st.good("MATCH")
             } else {
@@ -86,13 +249,12 @@ pub fn explain(
             );
         }
         if ok {
-            owner = Some(rule);
+            owner = profile.rules.iter().find(|r| r.name == *name);
         }
     }
-    let targets: Vec<String> = (d.targets.iter())
-        .map(|t| {
-            let abi = inv.get(t).map_or(Abi::None, |x| x.abi);
-            let cpus = inv.get(t).map(|x| format_cpus(&x.cpus)).unwrap_or_default();
+    let shown_targets: Vec<String> = (targets.iter())
+        .map(|(t, abi, cpus)| {
+            let cpus = format_cpus(cpus);
             format!(
                 "{t} (knobs: {}, cpus {})",
                 abi.describe(),
@@ -100,35 +262,25 @@ pub fn explain(
             )
         })
         .collect();
-    let _ = writeln!(out, "resolves to: {}", targets.join(", "));
-    let Some(rule) = owner else {
+    let _ = writeln!(out, "resolves to: {}", shown_targets.join(", "));
+    let (Some(rule), Some(plan)) = (owner, plan) else {
         let _ = writeln!(out, "no rule matches: the device is left untouched");
-        return Ok(0);
+        return;
     };
-    let plan = ctx
-        .engine()
-        .preview_on(
-            inv,
-            &Job::Apply {
-                profile: &profile,
-                scope: Scope::devices(&only),
-            },
-        )?
-        .plan;
     if let Some(dp) = plan.devices.iter().find(|p| p.name == d.name) {
         let eff = profile.effective(rule);
         let _ = writeln!(
             out,
             "owned by rule {:?}: limit {}, timeout {}",
             rule.name,
-            dp.limit.as_deref().unwrap_or("not managed"),
+            dp.limit_text().as_deref().unwrap_or("not managed"),
             dp.timeout_ms.map_or("-".to_string(), |t| format!("{t} ms")),
         );
         for (t, b) in &dp.backend {
             let _ = writeln!(out, "    {t}: {b}");
         }
         for a in &dp.auto {
-            let _ = writeln!(out, "    auto on {a}");
+            let _ = writeln!(out, "    auto on {}", a.describe());
         }
         if eff.limit.is_none() {
             let _ = writeln!(
@@ -137,15 +289,13 @@ pub fn explain(
             );
         }
     }
-    let changes: Vec<&Change> = plan.changes().collect();
+    let changes: Vec<_> = plan.changes().collect();
     if changes.is_empty() {
         let _ = writeln!(out, "live values already match");
     }
     for c in changes {
         let _ = writeln!(out, "would write {}: {} -> {}", c.path, c.before, c.after);
     }
-    warn_all(&plan.warnings);
-    Ok(0)
 }
 
 /// A hardware string as one safe line, `-` when there is none.

@@ -93,14 +93,14 @@ impl<'a> Disk<'a> {
 }
 
 pub fn list(ctx: &Ctx, json: bool, out: &mut String) -> Result<u8, Error> {
-    let inv = discover::scan(&ctx.sysfs, Extent::All, Detail::FULL);
+    let inv = discover::scan(&ctx.sysfs, Extent::All, Detail::FULL)?;
     let snap = Snapshot::take(&ctx.sysfs, inv, State::default(), None);
     let inv = &snap.inventory;
     let rows: Vec<Disk> = (inv.devices.iter())
         .map(|d| Disk::new(d, Knobs::of(&snap, d)))
         .collect();
     if json {
-        out.push_str(&doc("list", false, false, &rows, &inv.warnings, &[], None));
+        out.push_str(&doc("list", false, false, &rows, &inv.warnings, &[], None).render());
         return Ok(0);
     }
     let dash = |v: Option<&str>| v.unwrap_or("-").to_string();

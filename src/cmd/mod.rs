@@ -47,16 +47,21 @@ fn kernel_name(arg: &str) -> Result<String, Error> {
         .ok_or_else(|| Error::Usage(format!("{arg:?}: not a block device name or /dev path")))
 }
 
+/// The files a profile was read from, for the JSON document's `files`.
+fn file_names(p: &crate::profile::Profile) -> Vec<String> {
+    p.files.iter().map(|f| f.display().to_string()).collect()
+}
+
 /// The versioned JSON document every `--json` command prints.
-fn doc<D: Serialize>(
-    command: &str,
+fn doc<'a, D: Serialize>(
+    command: &'a str,
     changed: bool,
     dry_run: bool,
     devices: D,
-    warnings: &[String],
-    unreadable: &[Unreadable],
+    warnings: &'a [String],
+    unreadable: &'a [Unreadable],
     error: Option<&Error>,
-) -> String {
+) -> Document<'a, D> {
     Document {
         schema: JSON_SCHEMA,
         command,
@@ -67,13 +72,13 @@ fn doc<D: Serialize>(
         unreadable,
         error: error.map(|e| e.to_string()),
         failure: error.map(failure),
+        files: Vec::new(),
     }
-    .render()
 }
 
 /// The document of a command that failed before it had anything to show.
 pub fn error_doc(command: &str, dry_run: bool, error: &Error) -> String {
-    doc(command, false, dry_run, [(); 0], &[], &[], Some(error))
+    doc(command, false, dry_run, [(); 0], &[], &[], Some(error)).render()
 }
 
 fn failure(e: &Error) -> Failure {

@@ -51,15 +51,18 @@ pub fn restore(
     // Forgetting saved values that already match changes the state file.
     let changed = !devices.is_empty() || forgotten > 0;
     if json {
-        out.push_str(&doc(
-            "restore",
-            changed,
-            dry_run,
-            &devices,
-            &plan.warnings,
-            &[],
-            None,
-        ));
+        out.push_str(
+            &doc(
+                "restore",
+                changed,
+                dry_run,
+                &devices,
+                &plan.warnings,
+                &[],
+                None,
+            )
+            .render(),
+        );
         return Ok(0);
     }
     let rows: Vec<Vec<String>> = (devices.iter())

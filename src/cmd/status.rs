@@ -67,7 +67,7 @@ struct DeviceStatus<'a> {
 }
 
 pub fn status(ctx: &Ctx, json: bool, out: &mut String) -> Result<u8, Error> {
-    let inv = discover::scan(&ctx.sysfs, Extent::All, Detail::FULL);
+    let inv = discover::scan(&ctx.sysfs, Extent::All, Detail::FULL)?;
     let (state, unreadable) = ctx
         .engine()
         .read_state("owning rules are not shown, and per-CPU limits blkqos set show as conflicts");
@@ -126,15 +126,7 @@ pub fn status(ctx: &Ctx, json: bool, out: &mut String) -> Result<u8, Error> {
         });
     }
     if json {
-        out.push_str(&doc(
-            "status",
-            false,
-            false,
-            &devices,
-            &warn,
-            &unreadable,
-            None,
-        ));
+        out.push_str(&doc("status", false, false, &devices, &warn, &unreadable, None).render());
         return Ok(0);
     }
     for d in &devices {

@@ -34,7 +34,7 @@ pub fn verify(ctx: &Ctx, profile: &Path, json: bool, out: &mut String) -> Result
                 ok: d.changes.is_empty(),
             })
             .collect();
-        out.push_str(&doc(
+        let mut d = doc(
             "verify",
             false,
             false,
@@ -42,7 +42,9 @@ pub fn verify(ctx: &Ctx, profile: &Path, json: bool, out: &mut String) -> Result
             &plan.warnings,
             &preview.unreadable,
             None,
-        ));
+        );
+        d.files = super::file_names(&profile);
+        out.push_str(&d.render());
     } else {
         let rows: Vec<Vec<String>> = plan
             .changes()
