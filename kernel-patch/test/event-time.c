@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
  * event-time: stands in for /usr/sbin/blkqos during the udev event storm
- * measurement (guest-init.sh check_udev_storm). Runs /bin/blkqos with the
+ * measurement (guest-init.sh check_udev_storm). Runs /usr/bin/blkqos with the
  * same arguments, as udevd's RUN would, and appends one line per event to
  * /tmp/event-times: "<wall ns> <exit status> <ACTION> <DEVNAME>". A C program,
  * not a shell wrapper, so that the figure is blkqos's own time plus one
@@ -35,7 +35,7 @@ int main(int argc, char **argv)
 	if (pid < 0)
 		return 1;
 	if (pid == 0) {
-		argv[0] = "/bin/blkqos";
+		argv[0] = "/usr/bin/blkqos";
 		execv(argv[0], argv);
 		_exit(127);
 	}
