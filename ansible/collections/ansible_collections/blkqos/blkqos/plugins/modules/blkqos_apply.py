@@ -44,10 +44,18 @@ options:
     description: Passed to C(--state-dir).
     type: path
     default: /run/blkqos
+  lock_timeout:
+    description:
+      - Seconds to wait for another blkqos run holding the state lock,
+        passed to C(--lock-timeout). Unset, blkqos's default (10 s).
+      - When it gives up (blkqos exit 3) the task fails with a message
+        starting C(busy:) and naming the holder's pid.
+    type: float
 requirements:
   - blkqos on the host (the C(blkqos.blkqos.blkqos) role installs it)
 notes:
-  - Never starts a second blkqos while one runs; blkqos takes its own state lock.
+  - Never starts a second blkqos while one runs; blkqos takes its own state
+    lock and waits up to I(lock_timeout) seconds for it.
 attributes:
   check_mode:
     support: full
@@ -100,8 +108,13 @@ changes:
 """
 
 import json
+import re
 
 from ansible.module_utils.basic import AnsibleModule
+
+
+# blkqos's exit status when it gave up waiting for the state lock.
+EXIT_BUSY = 3
 
 
 def attribute_lines(changes, side):
@@ -117,16 +130,19 @@ def main():
             state=dict(type="str", choices=["present", "restored"], default="present"),
             sysfs=dict(type="path", default="/sys"),
             state_dir=dict(type="path", default="/run/blkqos"),
+            lock_timeout=dict(type="float"),
         ),
         required_if=[("state", "present", ("profile",))],
         supports_check_mode=True,
     )
     p = module.params
     argv = [p["binary"], "--log", "stderr", "--sysfs", p["sysfs"], "--state-dir", p["state_dir"]]
+    if p["lock_timeout"] is not None:
+        argv += ["--lock-timeout", "%g" % p["lock_timeout"]]
     data = None
     if p["state"] == "present":
         profile = p["profile"]
-        if module.check_mode and p["profile_content"] is not None:
+        if module.check_mode and p["profile_content"]:
             # the task that writes the profile only pretended to
             profile, data = "/dev/stdin", p["profile_content"]
         argv += ["apply", profile]
@@ -142,7 +158,14 @@ def main():
     except ValueError:
         doc = None
     if rc != 0 or doc is None:
-        error = (doc or {}).get("error") or err.strip() or out.strip()
+        doc = doc or {}
+        error = doc.get("error") or (doc.get("failure") or {}).get("message") or err.strip() or out.strip()
+        if rc == EXIT_BUSY:
+            m = re.search(r"pid (\d+)", error)
+            module.fail_json(
+                msg="busy: another blkqos run holds the state lock (pid %s); gave up waiting: %s"
+                % (m.group(1) if m else "unknown", error),
+                rc=rc, stdout=out, stderr=err)
         module.fail_json(msg="blkqos failed (exit %d): %s" % (rc, error), rc=rc, stdout=out, stderr=err)
 
     for w in doc.get("warnings", []):
