@@ -29,7 +29,8 @@ options:
   profile_content:
     description:
       - Profile text to use instead of I(profile) in check mode, when the
-        profile file has not been written yet.
+        profile file has not been written yet (written to a temporary file
+        of the module's, removed when it exits).
     type: str
   state:
     description: C(present) applies the profile, C(restored) puts back the originals.
@@ -108,7 +109,9 @@ changes:
 """
 
 import json
+import os
 import re
+import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 
@@ -139,12 +142,15 @@ def main():
     argv = [p["binary"], "--log", "stderr", "--sysfs", p["sysfs"], "--state-dir", p["state_dir"]]
     if p["lock_timeout"] is not None:
         argv += ["--lock-timeout", "%g" % p["lock_timeout"]]
-    data = None
     if p["state"] == "present":
         profile = p["profile"]
         if module.check_mode and p["profile_content"]:
-            # the task that writes the profile only pretended to
-            profile, data = "/dev/stdin", p["profile_content"]
+            # the task that writes the profile only pretended to: a regular
+            # file of the module's own (blkqos refuses a pipe as a profile),
+            # removed when the module exits
+            fd, profile = tempfile.mkstemp(prefix="blkqos-profile.", suffix=".toml", dir=module.tmpdir)
+            with os.fdopen(fd, "w") as f:
+                f.write(p["profile_content"])
         argv += ["apply", profile]
     else:
         argv += ["restore"]
@@ -152,7 +158,7 @@ def main():
     if module.check_mode:
         argv.append("--dry-run")
 
-    rc, out, err = module.run_command(argv, data=data, binary_data=True)
+    rc, out, err = module.run_command(argv)
     try:
         doc = json.loads(out)
     except ValueError:
