@@ -209,6 +209,10 @@ class Fleet:
                 "blkqos_boot_unit": False,
                 "ansible_become": False,
             }
+            if name.startswith("faulty"):
+                # a previous profile, which the failed rollout must leave in place
+                os.makedirs(os.path.join(d, "etc", "blkqos"))
+                shutil.copy(os.path.join(ROOT, "config", "blkqos.toml"), os.path.join(d, "etc", "blkqos", "blkqos.toml"))
             if fallback:
                 hv["blkqos_profile"] = dict(self.profile, defaults=dict(self.profile["defaults"], fallback=fallback))
             with open(os.path.join(self.inventory, "host_vars", name + ".yml"), "w") as f:
@@ -225,6 +229,8 @@ class Fleet:
         with open(self.cfg, "w") as f:
             f.write(f"""[defaults]
 forks = {FORKS}
+# passed to ssh as ConnectTimeout
+timeout = 10
 collections_path = {collections}
 local_tmp = {tmp}/ansible-local
 remote_tmp = {tmp}/ansible-remote
@@ -233,7 +239,7 @@ host_key_checking = True
 [ssh_connection]
 pipelining = True
 control_path_dir = {tmp}/cp
-ssh_args = -F /dev/null -o ControlMaster=auto -o ControlPersist=30s -o BatchMode=yes -o IdentitiesOnly=yes -o UserKnownHostsFile={sshd.known_hosts} -o StrictHostKeyChecking=yes -o ConnectTimeout=10
+ssh_args = -F /dev/null -o ControlMaster=auto -o ControlPersist=30s -o BatchMode=yes -o IdentitiesOnly=yes -o UserKnownHostsFile={sshd.known_hosts} -o StrictHostKeyChecking=yes
 """)
 
     def run(self, *args, playbook=None):
@@ -268,7 +274,8 @@ ssh_args = -F /dev/null -o ControlMaster=auto -o ControlPersist=30s -o BatchMode
         for d, dirs, files in os.walk(top):
             for n in files + [x for x in dirs if os.path.islink(os.path.join(d, x))]:
                 p = os.path.join(d, n)
-                if p.startswith(os.path.join(base, "bin")):
+                # the lock file holds the pid of the last run that took it
+                if p.startswith(os.path.join(base, "bin")) or p == os.path.join(base, "run", "blkqos", "lock"):
                     continue
                 out[p] = os.readlink(p) if os.path.islink(p) else open(p, "rb").read().strip()
         return out
@@ -331,13 +338,19 @@ def fleet_checks(fleet):
     rc, out, recap, t_apply = fleet.run(*serial)
     check("rollout: every host in the recap", set(recap) == set(hosts), out)
     check("rollout: exit status says some hosts failed (2) or were unreachable (4)", rc in (2, 4), f"rc={rc}\n{out}")
-    check("rollout: gone-01 reported unreachable", recap.get("gone-01", {}).get("unreachable") == 1, out)
+    check("rollout: gone-01 found unreachable and counted as failed (the play's reachability gate)",
+          recap.get("gone-01", {}).get("failed") == 1
+          and re.search(r"fatal: \[gone-01\]: FAILED! => .*unreachable: ", out) is not None, out)
     check("rollout: faulty-01 reported failed, at the apply, with blkqos's error",
           recap.get("faulty-01", {}).get("failed") == 1
           and re.search(r"fatal: \[faulty-01\].*blkqos failed \(exit 1\)", out) is not None, out)
     check("rollout: faulty-01's tree is as it was (blkqos rolled back its first write)",
           fleet.snapshot("faulty-01", only_sys=True) == {p: v for p, v in initial["faulty-01"].items()
                                                          if p.startswith(os.path.join(fleet.hosts["faulty-01"], "sys"))})
+    check("rollout: faulty-01's profile file is the previous one (the failed profile was taken back)",
+          os.listdir(os.path.join(fleet.hosts["faulty-01"], "etc", "blkqos")) == ["blkqos.toml"]
+          and open(os.path.join(fleet.hosts["faulty-01"], "etc", "blkqos", "blkqos.toml"), "rb").read()
+          == open(os.path.join(ROOT, "config", "blkqos.toml"), "rb").read(), out)
     check("rollout: gone-01 untouched", fleet.snapshot("gone-01") == initial["gone-01"])
     check("rollout: every other host ok, failed=0, changed",
           all(recap.get(h, {}).get("failed") == 0 and recap[h]["unreachable"] == 0 and recap[h]["changed"] > 0
@@ -356,7 +369,8 @@ def fleet_checks(fleet):
     check("rollout: fallback cpu-resume-latency sets the CPUs' resume latency", set(resume.values()) == {"4"},
           str(resume))
     for h in good:
-        v = subprocess.run([BIN, "--sysfs", os.path.join(fleet.hosts[h], "sys"), "verify",
+        v = subprocess.run([BIN, "--sysfs", os.path.join(fleet.hosts[h], "sys"),
+                            "--state-dir", os.path.join(fleet.hosts[h], "run", "blkqos"), "verify",
                             os.path.join(fleet.hosts[h], "etc", "blkqos", "blkqos.toml")], capture_output=True)
         if v.returncode != 0:
             check(f"rollout: blkqos verify passes on {h}", False, v.stderr.decode())
@@ -364,8 +378,10 @@ def fleet_checks(fleet):
     # 2. nothing left to do
     converged = fleet.snapshot_all()
     rc, out, recap, t_noop = fleet.run(*serial)
-    check("second run: changed=0 on every host",
-          set(recap) == set(hosts) and all(r["changed"] == 0 for r in recap.values()), json.dumps(recap, indent=1))
+    # faulty-01 deploys the profile and puts the previous one back again each run
+    check("second run: changed=0 on every host but faulty-01",
+          set(recap) == set(hosts) and all(r["changed"] == 0 for h, r in recap.items() if h != "faulty-01"),
+          json.dumps(recap, indent=1))
     check("second run: the same hosts fail", [h for h in hosts if recap.get(h, {}).get("failed")
                                               or recap.get(h, {}).get("unreachable")] == ["faulty-01", "gone-01"],
           json.dumps(recap, indent=1))
@@ -380,9 +396,10 @@ def fleet_checks(fleet):
     before = fleet.snapshot_all()
     rc, out, recap, _ = fleet.run("--check", "--diff", *serial)
     check("check --diff: writes nothing on any host", fleet.snapshot_all() == before)
-    check("check --diff: only the drifted host and faulty-01 (rolled back) would change, none failed",
+    check("check --diff: only the drifted host and faulty-01 (rolled back) would change, none failed "
+          "but the unreachable gone-01",
           sorted(h for h, r in recap.items() if r["changed"]) == ["faulty-01", drifted]
-          and not any(r["failed"] for r in recap.values()), json.dumps(recap, indent=1))
+          and [h for h, r in recap.items() if r["failed"]] == ["gone-01"], json.dumps(recap, indent=1))
     check("check --diff: the diff shows the knob going back",
           f"-{knob} = 100\n" in out and f"+{knob} = 4\n" in out, out)
 
@@ -403,18 +420,38 @@ def fleet_checks(fleet):
           status.get("gone-01") == "could not check"
           and "unreachable" in report["hosts"]["gone-01"]["reason"], json.dumps(report.get("hosts", {}).get("gone-01")))
     check("report: faulty-01 differs (its apply was rolled back)", status.get("faulty-01") == "differs")
+    resume, plain = ("resume-01", "resume-02"), ("plain-01", "plain-02")
+    check("report: the static-fallback hosts are ok (warnings), with blkqos's warning listed",
+          all(status.get(h) == "ok (warnings)"
+              and any("static fallback" in w for w in report["hosts"][h]["warnings"]) for h in resume),
+          json.dumps({h: report["hosts"].get(h) for h in resume}, indent=1))
+    check("report: the hosts without knobs (fallback none) are ok (warnings): not constrained",
+          all(status.get(h) == "ok (warnings)"
+              and any("not constrained" in w for w in report["hosts"][h]["warnings"]) for h in plain),
+          json.dumps({h: report["hosts"].get(h) for h in plain}, indent=1))
     check("report: every other host ok",
-          all(status.get(h) == "ok" for h in good if h != drifted), json.dumps(status, indent=1))
-    check("report: summary counts", report.get("summary") == {"ok": len(good) - 1, "differs": 2,
-                                                              "could_not_check": 1}, json.dumps(report.get("summary")))
+          all(status.get(h) == "ok" for h in good if h != drifted and h not in resume + plain),
+          json.dumps(status, indent=1))
+    check("report: summary counts", report.get("summary") == {"ok": len(good) - 5, "ok_with_warnings": 4,
+                                                              "differs": 2, "could_not_check": 1},
+          json.dumps(report.get("summary")))
     table = open(report_path[:-5] + ".txt").read()
     check("report: the table, written and printed, names the drifted attribute",
           re.search(rf"^{drifted}\s+differs\s+{re.escape(knob)} live 100 wanted 4$", table, re.M) is not None
           and re.search(r"^gone-01\s+could not check\s+unreachable", table, re.M) is not None
+          and re.search(r"^resume-01\s+ok \(warnings\)\s+warning: static fallback", table, re.M) is not None
           and f"{drifted}" in out and "could not check" in out, table + out)
     print("ansible: fleet report table:\n" + table.rstrip())
 
-    # 5. a bad batch stops the rollout: faulty-01 is in the first batch, the
+    # 5. an unreachable host counts as failed: gone-01 alone in the first
+    #    batch, the drifted host in the second, which must not be reached
+    rc, out, recap, _ = fleet.run("--limit", f"gone-01,{drifted}", "-e", "blkqos_serial=1",
+                                  "-e", "blkqos_max_fail_percentage=0")
+    check("max_fail_percentage 0: an unreachable host in the first batch stops the play",
+          rc != 0 and set(recap) == {"gone-01"} and fleet.attr(drifted, knob) == "100",
+          json.dumps(recap, indent=1) + out[-3000:])
+
+    # 6. a bad batch stops the rollout: faulty-01 is in the first batch, the
     #    drifted host in the third, which must not be reached
     rc, out, recap, _ = fleet.run("-e", f"blkqos_serial={SERIAL}", "-e", "blkqos_max_fail_percentage=0")
     first = hosts[:SERIAL]
@@ -423,8 +460,9 @@ def fleet_checks(fleet):
     check("max_fail_percentage 0: later batches untouched (the drift is still there)",
           fleet.attr(drifted, knob) == "100")
     rc, out, recap, _ = fleet.run(*serial)
-    check("the full rollout again fixes the drift and changes that host only",
-          [h for h, r in recap.items() if r["changed"]] == [drifted] and fleet.attr(drifted, knob) == "4",
+    check("the full rollout again fixes the drift and changes that host only (and faulty-01's profile file)",
+          [h for h, r in recap.items() if r["changed"] and h != "faulty-01"] == [drifted]
+          and fleet.attr(drifted, knob) == "4",
           json.dumps(recap, indent=1))
 
 

@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import fcntl
 import tomllib
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -233,11 +234,107 @@ def test_install_variables_do_what_they_say(tmp):
           and not os.path.exists(rule), out)
 
 
+def fault_wrapper(path, on, reply, rc):
+    """A blkqos that answers `on` (apply, verify) with reply and exit rc."""
+    with open(path, "w") as f:
+        f.write(f'#!/bin/sh\ncase " $* " in *" {on} "*)\n  echo \'{reply}\'\n  exit {rc};;\nesac\nexec {BIN} "$@"\n')
+    os.chmod(path, 0o755)
+    return path
+
+
+def test_empty_profile_keeps_the_host_profile(tmp):
+    h = Host(tmp)
+    rc, out, _ = h.play()
+    check("apply before an empty blkqos_profile", rc == 0, out)
+    deployed = open(h.profile, "rb").read()
+    rc, out, recap = h.play(extra={"blkqos_profile": {}})
+    check("blkqos_profile {} keeps the profile on the host (not an empty file), changed=0",
+          rc == 0 and open(h.profile, "rb").read() == deployed and recap.get("changed") == 0
+          and task_result(out, "Deploy the profile") == "skipping", out)
+
+
+def test_failed_apply_puts_the_profile_back(tmp):
+    h = Host(tmp)
+    failing = fault_wrapper(os.path.join(tmp, "failing-blkqos"), "apply",
+                            '{"error":"injected apply failure"}', 1)
+    # a fresh host: the profile that failed is removed again
+    rc, out, _ = h.play(extra={"blkqos_binary_src": failing})
+    check("a failed apply on a fresh host fails the play with blkqos's error",
+          rc != 0 and "injected apply failure" in out, out)
+    check("and leaves no profile file behind", not os.path.exists(h.profile), out)
+    rc, out, _ = h.play()
+    check("a good run after it", rc == 0, out)
+    previous = open(h.profile, "rb").read()
+    other = {"rule": [{"name": "nvme", "match": {"transport": "nvme"}, "cpu_lat_limit_us": 10}]}
+    rc, out, _ = h.play(extra={"blkqos_binary_src": failing, "blkqos_profile": other})
+    check("a failed apply of a new profile fails the play", rc != 0 and "injected apply failure" in out, out)
+    check("the profile file is the previous one again, no backup left",
+          open(h.profile, "rb").read() == previous and os.listdir(os.path.dirname(h.profile)) == ["blkqos.toml"],
+          out + str(os.listdir(os.path.dirname(h.profile))))
+    trouble = fault_wrapper(os.path.join(tmp, "trouble-blkqos"), "verify",
+                            '{"schema":1,"error":"injected verify trouble"}', 2)
+    rc, out, _ = h.play(extra={"blkqos_binary_src": trouble, "blkqos_profile": other})
+    check("verify exit 2 fails with blkqos's error message, and the profile goes back",
+          rc != 0 and "blkqos verify could not check (exit 2): injected verify trouble" in out
+          and open(h.profile, "rb").read() == previous, out)
+
+
+def test_check_mode_on_a_fresh_host_with_the_boot_unit(tmp):
+    h = Host(tmp)
+    unit = os.path.join(tmp, "blkqos.service")
+    extra = {"blkqos_boot_unit": True, "__blkqos_unit_path": unit}
+    rc, out, _ = h.play("--check", extra=extra)
+    check("check mode with the boot unit on a fresh host succeeds, enable skipped",
+          rc == 0 and task_result(out, "Enable the boot unit") == "skipping" and not os.path.exists(unit), out)
+    rc, out, _ = h.play("--check", extra=dict(extra, blkqos_state="restored"))
+    check("restored (check mode) on a host that never had the unit: disable skipped",
+          rc == 0 and task_result(out, "Disable the boot unit") == "skipping", out)
+
+
+def test_paths_the_unit_and_rule_cannot_take(tmp):
+    h = Host(tmp)
+    spaced = os.path.join(tmp, "my bin", "blkqos")
+    os.makedirs(os.path.dirname(spaced))
+    rc, out, _ = h.play(extra={"blkqos_binary": spaced})
+    check("a binary path with a space works without rule and unit (validate quotes it)",
+          rc == 0 and h.attr(LIMIT.format("nvme0n1")) == "4", out)
+    for bad in (os.path.join(tmp, "a b.toml"), os.path.join(tmp, "50%.toml"), os.path.join(tmp, "$x.toml")):
+        rc, out, _ = h.play("--check", extra={"blkqos_boot_unit": True, "blkqos_profile_path": bad})
+        check(f"the boot unit refuses the profile path {os.path.basename(bad)!r}, saying why",
+              rc != 0 and "blkqos_profile_path: the udev rule and the boot" in out, out)
+
+
+def test_lock_busy(tmp):
+    h = Host(tmp)
+    rc, out, _ = h.play()
+    check("apply before the lock test", rc == 0, out)
+    with open(os.path.join(h.state, "lock"), "r+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        lock.truncate(0)
+        lock.write(str(os.getpid()))
+        lock.flush()
+        rc, out, _ = h.play(extra={"blkqos_lock_timeout": 0.2, "blkqos_verify": False})
+    check("a held state lock fails the apply as busy, naming the holder",
+          rc != 0 and f"busy: another blkqos run holds the state lock (pid {os.getpid()})" in out, out)
+
+
+def test_restored_without_blkqos(tmp):
+    h = Host(tmp)
+    rc, out, _ = h.play(extra={"blkqos_state": "restored"})
+    check("restored on a host without blkqos succeeds, says the restore was skipped, installs nothing",
+          rc == 0 and "restore skipped" in out and not os.path.exists(os.path.join(tmp, "bin", "blkqos"))
+          and task_result(out, "Install the blkqos binary") is None, out)
+
+
 def main():
     for test in (test_apply_then_idempotent, test_check_and_diff_mode_change_nothing,
                  test_restored_puts_everything_back, test_invalid_profile_fails_before_writing,
                  test_profile_src_and_rendering, test_verify_lists_mismatches,
-                 test_install_variables_do_what_they_say):
+                 test_install_variables_do_what_they_say, test_empty_profile_keeps_the_host_profile,
+                 test_failed_apply_puts_the_profile_back, test_check_mode_on_a_fresh_host_with_the_boot_unit,
+                 test_paths_the_unit_and_rule_cannot_take, test_lock_busy, test_restored_without_blkqos):
+        if len(sys.argv) > 1 and test.__name__ not in sys.argv[1:]:
+            continue
         print(f"ansible: == {test.__name__}")
         with tempfile.TemporaryDirectory() as tmp:
             test(tmp)

@@ -29,7 +29,8 @@ options:
   profile_content:
     description:
       - Profile text to use instead of I(profile) in check mode, when the
-        profile file has not been written yet.
+        profile file has not been written yet (written to a temporary file
+        of the module's, removed when it exits).
     type: str
   state:
     description: C(present) applies the profile, C(restored) puts back the originals.
@@ -44,10 +45,18 @@ options:
     description: Passed to C(--state-dir).
     type: path
     default: /run/blkqos
+  lock_timeout:
+    description:
+      - Seconds to wait for another blkqos run holding the state lock,
+        passed to C(--lock-timeout). Unset, blkqos's default (10 s).
+      - When it gives up (blkqos exit 3) the task fails with a message
+        starting C(busy:) and naming the holder's pid.
+    type: float
 requirements:
   - blkqos on the host (the C(blkqos.blkqos.blkqos) role installs it)
 notes:
-  - Never starts a second blkqos while one runs; blkqos takes its own state lock.
+  - Never starts a second blkqos while one runs; blkqos takes its own state
+    lock and waits up to I(lock_timeout) seconds for it.
 attributes:
   check_mode:
     support: full
@@ -100,8 +109,15 @@ changes:
 """
 
 import json
+import os
+import re
+import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
+
+
+# blkqos's exit status when it gave up waiting for the state lock.
+EXIT_BUSY = 3
 
 
 def attribute_lines(changes, side):
@@ -117,18 +133,24 @@ def main():
             state=dict(type="str", choices=["present", "restored"], default="present"),
             sysfs=dict(type="path", default="/sys"),
             state_dir=dict(type="path", default="/run/blkqos"),
+            lock_timeout=dict(type="float"),
         ),
         required_if=[("state", "present", ("profile",))],
         supports_check_mode=True,
     )
     p = module.params
     argv = [p["binary"], "--log", "stderr", "--sysfs", p["sysfs"], "--state-dir", p["state_dir"]]
-    data = None
+    if p["lock_timeout"] is not None:
+        argv += ["--lock-timeout", "%g" % p["lock_timeout"]]
     if p["state"] == "present":
         profile = p["profile"]
-        if module.check_mode and p["profile_content"] is not None:
-            # the task that writes the profile only pretended to
-            profile, data = "/dev/stdin", p["profile_content"]
+        if module.check_mode and p["profile_content"]:
+            # the task that writes the profile only pretended to: a regular
+            # file of the module's own (blkqos refuses a pipe as a profile),
+            # removed when the module exits
+            fd, profile = tempfile.mkstemp(prefix="blkqos-profile.", suffix=".toml", dir=module.tmpdir)
+            with os.fdopen(fd, "w") as f:
+                f.write(p["profile_content"])
         argv += ["apply", profile]
     else:
         argv += ["restore"]
@@ -136,13 +158,20 @@ def main():
     if module.check_mode:
         argv.append("--dry-run")
 
-    rc, out, err = module.run_command(argv, data=data, binary_data=True)
+    rc, out, err = module.run_command(argv)
     try:
         doc = json.loads(out)
     except ValueError:
         doc = None
     if rc != 0 or doc is None:
-        error = (doc or {}).get("error") or err.strip() or out.strip()
+        doc = doc or {}
+        error = doc.get("error") or (doc.get("failure") or {}).get("message") or err.strip() or out.strip()
+        if rc == EXIT_BUSY:
+            m = re.search(r"pid (\d+)", error)
+            module.fail_json(
+                msg="busy: another blkqos run holds the state lock (pid %s); gave up waiting: %s"
+                % (m.group(1) if m else "unknown", error),
+                rc=rc, stdout=out, stderr=err)
         module.fail_json(msg="blkqos failed (exit %d): %s" % (rc, error), rc=rc, stdout=out, stderr=err)
 
     for w in doc.get("warnings", []):
