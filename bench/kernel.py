@@ -59,9 +59,13 @@ POWER_METRICS = ("pct", "spin_pct", "c1_pct", "poll_pct")
 OWN = {"baseline": "psd_baseline", "floor": "psd_floor"}
 
 
-def floor_of(cfg):
-    """The C-states-off configuration a peer is compared with."""
-    return "psd_floor" if cfg.startswith("psd") else "floor"
+def reference(rows, cfg, ref, **where):
+    """The row cfg is compared with, ref "floor" or "baseline": the PSD
+    model kernel's own for its configurations, the lease kernel's for the
+    others and for runs before the PSD kernel had its own (same tree and
+    config but for the two patches)."""
+    own = OWN[ref] if cfg.startswith("psd") else ref
+    return find(rows, **where, cfg=own) or find(rows, **where, cfg=ref)
 
 
 def num(v):
@@ -169,9 +173,7 @@ def targets(r):
             """cfg's median p99 over its floor's, and the lowest and
             highest ratio that the repeats of both allow."""
             p = find(lat, **where, cfg=cfg)
-            # runs before the PSD kernel had its own floor: the lease
-            # kernel's (same tree and config but for the two patches)
-            floor = find(lat, **where, cfg=floor_of(cfg)) or find(lat, **where, cfg="floor")
+            floor = reference(lat, cfg, "floor", **where)
             if not p or not floor or not floor["p99"]:
                 return None, None
             lo, hi = p["p99_range"]
@@ -206,12 +208,9 @@ def targets(r):
                 "met": ratio <= psd_ratio,
                 "separated": span[1] < psd_span[0] or span[0] > psd_span[1]})
     for row in power:
-        base_cfg = "psd_baseline" if row["cfg"].startswith("psd") else "baseline"
-        if row["cfg"] == base_cfg:
-            continue
-        base = (find(power, gov=row["gov"], cus=row["cus"], spread=row["spread"], cfg=base_cfg)
-                or find(power, gov=row["gov"], cus=row["cus"], spread=row["spread"], cfg="baseline"))
-        if not base:
+        base = reference(power, row["cfg"], "baseline",
+                         gov=row["gov"], cus=row["cus"], spread=row["spread"])
+        if not base or base is row:
             continue
         for cpu in (0, 1):
             b = base[f"cpu{cpu}_pct"]

@@ -18,7 +18,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from kernel import PEERS, find, floor_of  # noqa: E402  (bench/kernel.py, beside this file)
+from kernel import PEERS, find, reference  # noqa: E402  (bench/kernel.py, beside this file)
 
 LABEL = {"baseline": "deep allowed", "floor": "C-states off", "dma": "cpu_dma_latency (TuneD)",
          "resume": "per-CPU resume latency", "psd": "PSD model", "psd_cpu0_floor": "PSD model, CPU0 deep off", "knob10": "knob 10 us",
@@ -80,8 +80,7 @@ def tables(cli, k):
             cells = []
             for c in peers:
                 p = find(k["latency"], gov=gov, cus=cus, spread=spread, qd=qd, cfg=c)
-                floor = (find(k["latency"], gov=gov, cus=cus, spread=spread, qd=qd, cfg=floor_of(c))
-                         or find(k["latency"], gov=gov, cus=cus, spread=spread, qd=qd, cfg="floor"))
+                floor = reference(k["latency"], c, "floor", gov=gov, cus=cus, spread=spread, qd=qd)
                 lo, hi = p[f"{metric}_range"] if p else (0, 0)
                 span = f" {lo:g}-{hi:g}" if lo != hi else ""
                 if not p:
@@ -162,8 +161,7 @@ def plot_peers(k, prefix):
                 spread = max(p["spread"] for p in k["latency"] if p["cus"] == cus)
                 for c in PEERS:
                     p = find(k["latency"], gov=gov, cus=cus, spread=spread, qd=qd, cfg=c)
-                    floor = (find(k["latency"], gov=gov, cus=cus, spread=spread, qd=qd, cfg=floor_of(c))
-                             or find(k["latency"], gov=gov, cus=cus, spread=spread, qd=qd, cfg="floor"))
+                    floor = reference(k["latency"], c, "floor", gov=gov, cus=cus, spread=spread, qd=qd)
                     if not p or not floor:
                         continue
                     if i == 0:

@@ -455,6 +455,35 @@ start_udevd() { # check name
 	udevadm settle -t 30
 }
 
+# null_blk disks PREFIX0 .. PREFIX<N-1> completing at once, and back
+mknulls() { # prefix n
+	i=0
+	while [ $i -lt "$2" ]; do
+		mknull "$1$i" queue_mode=2 irqmode=0 || fail "setup-$1$i"
+		i=$((i + 1))
+	done
+}
+
+rmnulls() { # prefix n
+	i=0
+	while [ $i -lt "$2" ]; do
+		rmnull "$1$i"
+		i=$((i + 1))
+	done
+}
+
+# how many of the disks PREFIX* hold the limit (and the timeout, if given)
+count_tuned() { # prefix limit_us [timeout_ms]
+	c=0
+	for d in /sys/block/"$1"*; do
+		[ "$(cat $d/queue/cpu_lat_limit_us)" = "$2" ] || continue
+		[ -z "${3:-}" ] || [ "$(cat $d/queue/cpu_lat_timeout_ms)" = "$3" ] ||
+			continue
+		c=$((c + 1))
+	done
+	echo $c
+}
+
 # The hotplug path end to end: a real systemd-udevd runs the project's
 # rule, which runs blkqos udev for every disk that comes and goes.
 check_udevd() {
@@ -468,18 +497,9 @@ check_udevd() {
 	EOF
 	start_udevd udevd-start
 	n=50
-	i=0
-	while [ $i -lt $n ]; do
-		mknull ud$i queue_mode=2 irqmode=0 || fail "setup-ud$i"
-		i=$((i + 1))
-	done
+	mknulls ud $n
 	udevadm settle -t 120
-	tuned=0
-	for d in /sys/block/ud*; do
-		[ "$(cat $d/queue/cpu_lat_limit_us)" = 15 ] &&
-			[ "$(cat $d/queue/cpu_lat_timeout_ms)" = 9 ] &&
-			tuned=$((tuned + 1))
-	done
+	tuned=$(count_tuned ud 15 9)
 	expect "udevd-add-tunes-all $tuned/$n" $tuned = $n
 	blkqos verify /etc/blkqos/blkqos.toml >/dev/null 2>&1
 	expect udevd-state-verifies $? = 0
@@ -495,11 +515,7 @@ check_udevd() {
 	udevadm settle -t 120
 	expect udevd-change-reapplies "$(cat /sys/block/ud3/queue/cpu_lat_limit_us)" = 15
 
-	i=0
-	while [ $i -lt $n ]; do
-		rmnull ud$i
-		i=$((i + 1))
-	done
+	rmnulls ud $n
 	udevadm settle -t 120
 	left=$(grep -c '"block/ud' /run/blkqos/state.json)
 	expect "udevd-remove-forgets $left" "$left" = 0
@@ -532,17 +548,10 @@ check_udev_storm() {
 	start_udevd udev-storm-start
 	n=100
 	t0=$(cut -d' ' -f1 /proc/uptime)
-	i=0
-	while [ $i -lt $n ]; do
-		mknull sm$i queue_mode=2 irqmode=0 || fail "setup-sm$i"
-		i=$((i + 1))
-	done
+	mknulls sm $n
 	udevadm settle -t 600
 	t1=$(cut -d' ' -f1 /proc/uptime)
-	tuned=0
-	for d in /sys/block/sm*; do
-		[ "$(cat $d/queue/cpu_lat_limit_us)" = 12 ] && tuned=$((tuned + 1))
-	done
+	tuned=$(count_tuned sm 12)
 	expect "udev-storm-add-tunes-all $tuned/$n" $tuned = $n
 	[ $tuned = $n ] || head -3 /tmp/event-times
 	adds=$(awk '$3 == "add" && $4 ~ /sm[0-9]/' /tmp/event-times | wc -l)
@@ -564,10 +573,7 @@ check_udev_storm() {
 	expect "udev-storm-change-events $changes/$((n * 10))" "$changes" = $((n * 10))
 	bad=$(awk '$2 != 0' /tmp/event-times | wc -l)
 	expect "udev-storm-every-run-exits-0 $bad" "$bad" = 0
-	tuned=0
-	for d in /sys/block/sm*; do
-		[ "$(cat $d/queue/cpu_lat_limit_us)" = 12 ] && tuned=$((tuned + 1))
-	done
+	tuned=$(count_tuned sm 12)
 	expect "udev-storm-change-retunes-all $tuned/$n" $tuned = $n
 	blkqos verify /etc/blkqos/blkqos.toml >/dev/null 2>&1
 	expect udev-storm-verifies $? = 0
@@ -578,11 +584,7 @@ check_udev_storm() {
 	measure "udev_storm disks=$n add_secs=$(secs_between "$t0" "$t1")" \
 		"add_max_ms=$add_max change_events=$changes" \
 		"change_secs=$(secs_between "$t1" "$t2") $stats"
-	i=0
-	while [ $i -lt $n ]; do
-		rmnull sm$i
-		i=$((i + 1))
-	done
+	rmnulls sm $n
 	udevadm settle -t 600
 	udevadm control --exit
 	ln -sf ../bin/blkqos /usr/sbin/blkqos
