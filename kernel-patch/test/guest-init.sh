@@ -277,6 +277,70 @@ lapse_checks() {
 	done
 }
 
+# The lease as an operator sees it (patch 0005): the cpuidle attribute
+# shows the limit in force and the time left while I/O renews it, "-1 0"
+# once it lapsed; the power trace events give one start and one lapse per
+# CPU that served a burst of I/O (CPU1 submits, CPU0 takes the completion
+# interrupts), none per renewal, and no change while the limit stays.
+check_lease_trace() {
+	tr=/sys/kernel/tracing
+	ev=$tr/events/power
+	[ -d $tr/events ] || mount -t tracefs tracefs $tr
+	if [ ! -d $ev/cpu_latency_lease_start ]; then
+		fail lease-trace-events-present "(no $ev/cpu_latency_lease_start)"
+		return
+	fi
+	taskset -p -c 1 $$ >/dev/null
+	echo menu >$CPUIDLE/current_governor
+	mknull lt queue_mode=2 irqmode=2 completion_nsec=50000 submit_queues=2 \
+		complete_cpu=0 || fail setup-lt
+	echo 2 >/sys/block/lt/queue/rq_affinity
+	echo 10 >"$(knob lt limit_us)"
+	echo 3 >"$(knob lt timeout_ms)"
+	sleep 0.1
+	attr=/sys/devices/system/cpu/cpu0/cpuidle/cpu_lat_lease
+	expect "lease-attr-idle $(cat $attr)" "$(cat $attr)" = "-1 0"
+	echo >$tr/trace
+	for e in start change lapse; do
+		echo 1 >$ev/cpu_latency_lease_$e/enable
+	done
+	r0=$(cat $TEST/renewals)
+	fio --name=lt --filename=/dev/lt --rw=randread --bs=4k --ioengine=psync \
+		--direct=1 --cpus_allowed=1 --time_based --runtime=1 --size=64m \
+		--output-format=terse >/dev/null 2>&1 &
+	sleep 0.5
+	for cpu in 0 1; do
+		set -- $(cat /sys/devices/system/cpu/cpu$cpu/cpuidle/cpu_lat_lease)
+		# 3 ms is 1 + 1 jiffies at HZ=250: 4000 or 8000 us left
+		expect "lease-attr-during-io-cpu$cpu $*" "$1" = 10 -a "$2" -gt 0 -a \
+			"$2" -le $((2 * TICK_US))
+	done
+	wait
+	sleep 0.1
+	renewals=$(($(cat $TEST/renewals) - r0))
+	for e in start change lapse; do
+		echo 0 >$ev/cpu_latency_lease_$e/enable
+	done
+	grep -o 'cpu_latency_lease_[a-z]*: cpu_id=[0-9]* limit_us=-*[0-9]*' $tr/trace |
+		sed 's/cpu_latency_lease_//; s/: cpu_id=/ /; s/ limit_us=/ /' >/tmp/lease-events
+	for cpu in 0 1; do
+		set -- $(cat /sys/devices/system/cpu/cpu$cpu/cpuidle/cpu_lat_lease)
+		expect "lease-attr-after-lapse-cpu$cpu $*" "$1 $2" = "-1 0"
+		starts=$(grep -c "^start $cpu 10\$" /tmp/lease-events)
+		lapses=$(grep -c "^lapse $cpu 10\$" /tmp/lease-events)
+		changes=$(grep -c "^change $cpu " /tmp/lease-events)
+		expect "lease-trace-cpu$cpu-one-start-one-lapse start=$starts lapse=$lapses change=$changes" \
+			"$starts" = 1 -a "$lapses" = 1 -a "$changes" = 0
+	done
+	events=$(wc -l </tmp/lease-events)
+	measure "lease-trace renewals=$renewals events=$events"
+	expect "lease-trace-not-per-renewal events=$events renewals=$renewals" \
+		"$events" -le 4 -a "$renewals" -ge 100
+	echo -1 >"$(knob lt limit_us)"
+	rmnull lt
+	taskset -p -c 0-1 $$ >/dev/null
+}
+
 # A strict queue (limit 0) and a loose one (limit 20) on the same CPU:
 # once the strict one is idle, the CPU returns to C1 within its timeout
 # although the loose one keeps renewing.
@@ -895,6 +959,7 @@ if [ "$MODE" = psd ]; then
 		check_governor $g
 	done
 	lapse_checks
+	check_lease_trace
 	check_strict_then_loose
 	check_renewals
 	check_menu_poll_override

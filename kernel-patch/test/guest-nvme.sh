@@ -58,28 +58,31 @@ nvme_names() {
 }
 
 # Controller numbers follow the order of the probes, which the nvme driver
-# runs asynchronously, and namespace numbers the order of the namespace
-# scans, also asynchronous: the names would change from boot to boot and
-# with every change to the initramfs. A bind through sysfs probes at once,
-# so binding the controllers again in PCI order numbers them in that
-# order. The scan of a controller's namespaces runs one worker per
-# namespace; on one CPU they take turns at each admin command, submitted
-# and completed in order, so namespace 1 gets its name first: CPU1 stays
-# offline while the controllers are bound.
+# runs asynchronously, and the shared subsystem takes the number of the
+# controller whose reset work reaches it first: the names would change
+# from boot to boot and with every change to the initramfs. A bind
+# through sysfs probes at once, so binding the controllers again in PCI
+# order, each after the one before has its disks, numbers them in that
+# order. Namespace names follow the nsids: the harness's test patch
+# scans a controller's namespaces one at a time.
 nvme_rebind() {
 	drv=/sys/bus/pci/drivers/nvme
-	cpu1=/sys/devices/system/cpu/cpu1/online
 	for a in $NVME_A $NVME_B $NVME_C $NVME_D $NVME_E; do
 		[ ! -e $drv/$a ] || echo $a >$drv/unbind
 	done
-	echo 0 >$cpu1
-	for a in $NVME_A $NVME_B $NVME_C $NVME_D $NVME_E; do
-		echo $a >$drv/bind
+	for a in "$NVME_A 2" "$NVME_B 1" "$NVME_C 1" "$NVME_D 1" "$NVME_E 1"; do
+		set -- $a
+		echo $1 >$drv/bind
+		nvme_wait 400 nvme_has_disks $1 $2 || return 1
 	done
-	nvme_wait 400 nvme_present
-	ok=$?
-	echo 1 >$cpu1
-	[ $ok = 0 ] && [ "$(cat /sys/block/$A1/nsid)" = 1 ]
+	nvme_wait 400 nvme_present && [ "$(cat /sys/block/$A1/nsid)" = 1 ]
+}
+
+# the controller at a PCI address is live with N disks
+nvme_has_disks() { # pci n
+	_c=$(nvme_ctrl_at $1)
+	[ -n "$_c" ] && [ "$(cat /sys/class/nvme/$_c/state 2>/dev/null)" = live ] &&
+		[ "$(nvme_disks_of $_c | wc -l)" = $2 ]
 }
 
 nvme_present() {
@@ -496,6 +499,10 @@ nvme_check_udevd() {
 nvme_teardown() {
 	dmsetup --noudevsync remove blkqos-lin || fail nvme-teardown-dm
 	MDADM_NO_UDEV=1 mdadm --stop /dev/md0 >/dev/null 2>&1 || fail nvme-teardown-md
+	nvme_teardown_controllers
+}
+
+nvme_teardown_controllers() {
 	for a in $NVME_A $NVME_B $NVME_C $NVME_D $NVME_E; do
 		[ ! -e /sys/bus/pci/devices/$a ] || echo 1 >/sys/bus/pci/devices/$a/remove
 	done
@@ -504,8 +511,9 @@ nvme_teardown() {
 check_nvme() {
 	t0=$(cut -d' ' -f1 /proc/uptime)
 	if ! nvme_wait 400 nvme_present || ! nvme_rebind; then
-		fail nvme-topology "(A=$NA:$A1,$A2 B=$NB:$B1 C=$NC:$PC D=$ND:$PD E=$NE:$E1 head=$H)"
+		fail nvme-topology "(A=$NA:$A1,$A2 B=$NB:$B1 C=$NC:$PC D=$ND:$PD E=$NE:$E1 head=$H nsid($A1)=$(cat /sys/block/$A1/nsid 2>/dev/null))"
 		ls -l /sys/block
+		nvme_teardown_controllers
 		return
 	fi
 	pass "nvme-topology A=$NA:$A1,$A2 B=$NB:$B1 C=$NC:$PC D=$ND:$PD E=$NE:$E1 head=$H"
