@@ -297,9 +297,12 @@ check_lease_trace() {
 	echo 2 >/sys/block/lt/queue/rq_affinity
 	echo 10 >"$(knob lt limit_us)"
 	echo 3 >"$(knob lt timeout_ms)"
-	sleep 0.1
-	attr=/sys/devices/system/cpu/cpu0/cpuidle/cpu_lat_lease
-	expect "lease-attr-idle $(cat $attr)" "$(cat $attr)" = "-1 0"
+	for cpu in 0 1; do
+		a=$(cat /sys/devices/system/cpu/cpu$cpu/cpuidle/cpu_lat_lease)
+		expect "lease-attr-idle-cpu$cpu $a" "$a" = "-1 0"
+		# through the idle path once: what it last found is no lease
+		taskset -c $cpu true
+	done
 	echo >$tr/trace
 	for e in start change lapse; do
 		echo 1 >$ev/cpu_latency_lease_$e/enable
@@ -308,6 +311,9 @@ check_lease_trace() {
 	fio --name=lt --filename=/dev/lt --rw=randread --bs=4k --ioengine=psync \
 		--direct=1 --cpus_allowed=1 --time_based --runtime=1 --size=64m \
 		--output-format=terse >/dev/null 2>&1 &
+	# the shell off fio's CPU: a pause in the I/O longer than the lease
+	# would give CPU1 a second start and lapse
+	taskset -p -c 0 $$ >/dev/null
 	sleep 0.5
 	for cpu in 0 1; do
 		set -- $(cat /sys/devices/system/cpu/cpu$cpu/cpuidle/cpu_lat_lease)
@@ -329,13 +335,16 @@ check_lease_trace() {
 		starts=$(grep -c "^start $cpu 10\$" /tmp/lease-events)
 		lapses=$(grep -c "^lapse $cpu 10\$" /tmp/lease-events)
 		changes=$(grep -c "^change $cpu " /tmp/lease-events)
+		# one of each for the burst; a pause in the stream longer
+		# than the lease (the completions stop for 4-8 ms) would give
+		# one more pair, which is right but not what is measured
 		expect "lease-trace-cpu$cpu-one-start-one-lapse start=$starts lapse=$lapses change=$changes" \
-			"$starts" = 1 -a "$lapses" = 1 -a "$changes" = 0
+			"$starts" = "$lapses" -a "$starts" -ge 1 -a "$starts" -le 2 -a "$changes" = 0
 	done
 	events=$(wc -l </tmp/lease-events)
 	measure "lease-trace renewals=$renewals events=$events"
 	expect "lease-trace-not-per-renewal events=$events renewals=$renewals" \
-		"$events" -le 4 -a "$renewals" -ge 100
+		"$events" -le 8 -a "$renewals" -ge 100
 	echo -1 >"$(knob lt limit_us)"
 	rmnull lt
 	taskset -p -c 0-1 $$ >/dev/null
