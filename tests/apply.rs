@@ -201,8 +201,12 @@ cpu_lat_limit_us = 0
 fn a_failed_write_rolls_back_everything_this_run_wrote() {
     let env = Env::zoo(Abi::Queue);
     let p = env.profile("p.toml", MIXED);
-    env.fx.break_attr("block/sda/queue/cpu_lat_limit_us");
-    let r = env.run(&["apply", p.to_str().unwrap(), "--json"]);
+    let r = common::Run::from(
+        env.faulty_cmd("/sda/queue/cpu_lat_limit_us", "1", libc::ENOSPC)
+            .args(["apply", p.to_str().unwrap(), "--json"])
+            .output()
+            .unwrap(),
+    );
     assert_eq!(r.code, 1, "stdout {} stderr {}", r.stdout, r.stderr);
     assert!(
         r.stderr.contains("block/sda/queue/cpu_lat_limit_us"),

@@ -151,8 +151,12 @@ fn a_failed_apply_lists_its_devices_in_the_apply_schema() {
     }
     let env = Env::zoo(Abi::Queue);
     let p = env.profile("p.toml", MIXED);
-    env.fx.break_attr("block/sda/queue/cpu_lat_limit_us");
-    let r = env.run(&["apply", p.to_str().unwrap(), "--json"]);
+    let r = common::Run::from(
+        env.faulty_cmd("/sda/queue/cpu_lat_limit_us", "1", libc::ENOSPC)
+            .args(["apply", p.to_str().unwrap(), "--json"])
+            .output()
+            .unwrap(),
+    );
     assert_eq!(r.code, 1, "{}", r.stderr);
     let doc = valid(&r, "apply");
     assert_eq!(doc["failure"]["kind"], "write-failed");
