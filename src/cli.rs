@@ -170,7 +170,9 @@ pub enum Command {
     },
     /// Hotplug entry point for the udev rule: apply PROFILE to the one disk
     /// of the event (add, change), or plan PROFILE again without it
-    /// (remove): what only it wanted goes back to the saved originals
+    /// (remove, once the disk has left block/; a remove for a disk still
+    /// there is refused): what only it wanted goes back to the saved
+    /// originals
     // udev runs it, people do not: kept out of --help, described in blkqos(8)
     #[command(hide = true)]
     Udev {

@@ -44,13 +44,16 @@ fn a_held_lock_makes_apply_restore_and_udev_give_up_naming_the_holder() {
     lock.set_len(0).unwrap();
     let holder = std::process::id();
     writeln!(lock, "{holder}").unwrap();
-    let before = env.snapshot();
     let devpath = format!("/{}", env.fx.dir_of("nvme0n1"));
+    // a remove is acted on once its disk has gone
+    let gone = format!("/{}", env.fx.dir_of("nvme1n1"));
+    env.fx.remove_disk("nvme1n1");
+    let before = env.snapshot();
     for args in [
         &["apply", p][..],
         &["restore"],
         &["udev", "--action", "add", "--devpath", &devpath, p],
-        &["udev", "--action", "remove", "--devpath", &devpath, p],
+        &["udev", "--action", "remove", "--devpath", &gone, p],
         &["coldplug", p],
     ] {
         let mut c = env.cmd();
