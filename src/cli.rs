@@ -150,6 +150,11 @@ pub enum Command {
         /// Only this device and the queues it resolves to (repeatable)
         #[arg(long = "device", value_name = "NAME")]
         devices: Vec<String>,
+        /// Forget the saved originals of devices that are gone even when
+        /// all of them are (without it, that is refused as a wrong or
+        /// empty sysfs tree); for disks that really were all unplugged
+        #[arg(long)]
+        forget_missing: bool,
     },
     /// Per device: knob values, owning rule, per-CPU limits, idle states and residency
     Status {

@@ -19,8 +19,9 @@ use std::collections::{BTreeSet, HashSet};
 pub enum Job<'a> {
     /// The profile's values within the scope (a removed device included).
     Apply { profile: &'a Profile, scope: Scope },
-    /// The saved originals within the scope back.
-    Restore { scope: Scope },
+    /// The saved originals within the scope back; `forget_missing`: even
+    /// when every saved device is gone.
+    Restore { scope: Scope, forget_missing: bool },
 }
 
 pub struct Engine<'a> {
@@ -143,7 +144,7 @@ impl Engine<'_> {
     ) -> Result<(Snapshot, Scope), ScanError> {
         let (profile, mut scope) = match job {
             Job::Apply { profile, scope } => (Some(*profile), scope.clone()),
-            Job::Restore { scope } => (None, scope.clone()),
+            Job::Restore { scope, .. } => (None, scope.clone()),
         };
         // identities are read only when a rule matches on one
         let detail = Detail {
@@ -208,7 +209,7 @@ fn needs_root(job: &Job, e: StateError) -> Error {
 fn plan_for(job: &Job, snap: &Snapshot, scope: &Scope) -> Result<Plan, Error> {
     let mut plan = match job {
         Job::Apply { profile, .. } => plan::build(profile, snap, scope)?,
-        Job::Restore { .. } => plan::restore(snap, scope)?,
+        Job::Restore { forget_missing, .. } => plan::restore(snap, scope, *forget_missing)?,
     };
     let mut warnings = snap.inventory.warnings.clone();
     warnings.append(&mut plan.warnings);

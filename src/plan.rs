@@ -466,6 +466,7 @@ pub fn build(profile: &Profile, snap: &Snapshot, scope: &Scope) -> Result<Plan, 
             devices[i].changes.push(change);
         }
     }
+    refuse_forgetting_every_device(snap, scope, &forget)?;
     if let Some(s) = &in_scope {
         devices.retain(|d| s.contains(&d.name) || !d.changes.is_empty());
     }
@@ -486,7 +487,7 @@ pub fn build(profile: &Profile, snap: &Snapshot, scope: &Scope) -> Result<Plan, 
 /// writes. A per-CPU value that devices outside the scope contribute to
 /// stays theirs; an original whose attribute is missing is forgotten only
 /// when its device left.
-pub fn restore(snap: &Snapshot, scope: &Scope) -> Result<Plan, PlanError> {
+pub fn restore(snap: &Snapshot, scope: &Scope, forget_missing: bool) -> Result<Plan, PlanError> {
     let state = &snap.state;
     let in_scope: Option<BTreeSet<String>> = (!scope.devices.is_empty()).then(|| {
         let mut s: BTreeSet<String> = scope.devices.iter().cloned().collect();
@@ -535,6 +536,9 @@ pub fn restore(snap: &Snapshot, scope: &Scope) -> Result<Plan, PlanError> {
             }
         }
     }
+    if !forget_missing {
+        refuse_forgetting_every_device(snap, scope, &plan.forget)?;
+    }
     match in_scope {
         Some(s) => {
             plan.rules = s.iter().map(|d| (d.clone(), None)).collect();
@@ -558,10 +562,46 @@ pub fn restore(snap: &Snapshot, scope: &Scope) -> Result<Plan, PlanError> {
     Ok(plan)
 }
 
+/// A plan that would forget saved originals because their devices are
+/// gone, when every device with a saved original is gone at once (a
+/// removed device aside, which is expected to be): far more likely a wrong
+/// or half-mounted sysfs tree than every disk unplugged, and forgetting
+/// cannot be undone.
+fn refuse_forgetting_every_device(
+    snap: &Snapshot,
+    scope: &Scope,
+    forget: &BTreeSet<String>,
+) -> Result<(), PlanError> {
+    let gone = |path: &str| snap.value(path) == &Reading::Missing && !snap.device_present(path);
+    let others: Vec<&String> = (snap.state.saved.iter())
+        .filter(|(_, s)| !s.owners.iter().all(|o| scope.removed.as_ref() == Some(o)))
+        .map(|(path, _)| path)
+        .collect();
+    if others.is_empty()
+        || !others.iter().all(|p| gone(p))
+        || !forget.iter().any(|p| others.contains(&p))
+    {
+        return Ok(());
+    }
+    let owners: BTreeSet<&String> = (others.iter())
+        .filter_map(|p| snap.state.saved.get(*p))
+        .flat_map(|s| s.owners.iter())
+        .collect();
+    let owners: Vec<&str> = owners.into_iter().map(String::as_str).collect();
+    Err(PlanError::AllGone {
+        count: others.len(),
+        owners: owners.join(", "),
+    })
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum PlanError {
     #[error("no block device named {0:?}")]
     NoSuchDevice(String),
+    #[error(
+        "every one of the {count} saved original(s) belongs to a device that is not there ({owners}); refusing to forget them all at once: check --sysfs; if those disks really were all unplugged, `blkqos restore --forget-missing` forgets them"
+    )]
+    AllGone { count: usize, owners: String },
     #[error("{path}: cannot read: {reason}")]
     Read { path: String, reason: String },
 }

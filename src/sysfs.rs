@@ -74,6 +74,12 @@ impl Sysfs {
             "block/ or class/block/"
         } else if !self.path("devices/system/cpu").is_dir() {
             "devices/system/cpu/"
+        } else if !self.list("devices/system/cpu").iter().any(|c| {
+            c.strip_prefix("cpu")
+                .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        }) {
+            // every machine has a CPU: a tree without one is a wrong root
+            "devices/system/cpu/cpuN"
         } else {
             return Ok(());
         };
