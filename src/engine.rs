@@ -103,7 +103,7 @@ impl Engine<'_> {
             Job::Restore { .. } => (self.state.read()?, Vec::new()),
             // An unreadable state (not root) only hides the values that
             // would go back to their originals.
-            Job::Apply { .. } => self.read_state(WITHOUT_STATE),
+            Job::Apply { .. } => self.read_state(WITHOUT_STATE)?,
         };
         let (snapshot, scope) = self.snapshot(job, state, inventory)?;
         let plan = plan_for(job, &snapshot, &scope)?;
@@ -115,21 +115,28 @@ impl Engine<'_> {
     }
 
     /// The saved state for a command that only reads, without the lock. One
-    /// it cannot read (root's, run as another user) is empty: the command
+    /// it may not read (root's, run as another user) is empty: the command
     /// goes on, warning on stderr what it could not read and what that
-    /// leaves out (`left_out`), and returning it for the JSON document.
-    pub fn read_state(&self, left_out: &str) -> (State, Vec<Unreadable>) {
+    /// leaves out (`left_out`), and returning it for the JSON document. One
+    /// that is there but corrupt, forged, oversized or in a directory that
+    /// cannot be trusted is an error: going on without it would report
+    /// "ok" over values it would have shown wrong.
+    pub fn read_state(&self, left_out: &str) -> Result<(State, Vec<Unreadable>), StateError> {
         match self.state.read() {
-            Ok(state) => (state, Vec::new()),
-            Err(e) => {
+            Ok(state) => Ok((state, Vec::new())),
+            Err(StateError::Io { path, source })
+                if source.kind() == std::io::ErrorKind::PermissionDenied =>
+            {
+                let e = StateError::Io { path, source };
                 let path = self.state.file().display().to_string();
                 log::warn!("cannot read the saved state {path} ({e}): {left_out}");
                 let note = Unreadable {
                     path,
                     error: e.to_string(),
                 };
-                (State::default(), vec![note])
+                Ok((State::default(), vec![note]))
             }
+            Err(e) => Err(e),
         }
     }
 

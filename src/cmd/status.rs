@@ -68,9 +68,9 @@ struct DeviceStatus<'a> {
 
 pub fn status(ctx: &Ctx, json: bool, out: &mut String) -> Result<u8, Error> {
     let inv = discover::scan(&ctx.sysfs, Extent::All, Detail::FULL)?;
-    let (state, unreadable) = ctx
-        .engine()
-        .read_state("owning rules are not shown, and per-CPU limits blkqos set show as conflicts");
+    let (state, unreadable) = ctx.engine().read_state(
+        "owning rules are not shown, and per-CPU limits blkqos set show as conflicts",
+    )?;
     let mut idle_tables: BTreeMap<u32, Vec<IdleState>> = BTreeMap::new();
     for d in inv.visible() {
         for t in d.targets.iter().filter_map(|t| inv.get(t)) {
