@@ -59,7 +59,7 @@ impl Error {
             Error::Profile(ProfileError::Read { .. }) => "profile-unreadable",
             Error::Profile(ProfileError::Untrusted { .. }) => "profile-untrusted",
             Error::Profile(ProfileError::Invalid { .. }) => "profile-invalid",
-            Error::Plan(PlanError::NoSuchDevice(_)) => "no-such-device",
+            Error::Plan(PlanError::NoSuchDevice(_) | PlanError::Unknown(_)) => "no-such-device",
             Error::Plan(PlanError::AllGone { .. }) => "all-saved-devices-gone",
             Error::Plan(PlanError::Read { .. }) => "read-failed",
             Error::Write(WriteError::Failed { .. }) => "write-failed",
@@ -109,7 +109,9 @@ impl Error {
             | Error::Usage(_)
             | Error::NotSysfs(_)
             | Error::NeedsRoot { .. }
-            | Error::Plan(PlanError::NoSuchDevice(_) | PlanError::AllGone { .. }) => EXIT_USAGE,
+            | Error::Plan(
+                PlanError::NoSuchDevice(_) | PlanError::Unknown(_) | PlanError::AllGone { .. },
+            ) => EXIT_USAGE,
             Error::Plan(PlanError::Read { .. })
             | Error::Write(_)
             | Error::State(_)
