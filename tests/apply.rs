@@ -391,7 +391,7 @@ fn status_shows_rule_knobs_cpus_and_idle_states() {
         .unwrap()
         .clone();
     assert_eq!(md["rule"], "raid");
-    assert_eq!(md["targets"][0]["cpu_lat_limit_us"], "2");
+    assert_eq!(md["targets"][0]["cpu_lat_limit_us"]["us"], 2);
     assert_eq!(md["cpus"].as_array().unwrap().len(), 4);
     assert_eq!(
         md["cpus"][0]["states"].as_array().unwrap().len(),

@@ -147,14 +147,8 @@ pub fn status(ctx: &Ctx, json: bool, out: &mut String) -> Result<u8, Error> {
                 vec![
                     format!("  {}", t.name),
                     t.abi.into(),
-                    t.knobs
-                        .cpu_lat_limit_us
-                        .clone()
-                        .unwrap_or_else(|| "-".into()),
-                    t.knobs
-                        .cpu_lat_timeout_ms
-                        .clone()
-                        .unwrap_or_else(|| "-".into()),
+                    t.knobs.limit_text.clone().unwrap_or_else(|| "-".into()),
+                    t.knobs.timeout_text.clone().unwrap_or_else(|| "-".into()),
                     format_cpus(&t.cpus),
                 ]
             })
