@@ -95,7 +95,7 @@ pub fn apply(
     let devices = kernel_names(devices)?;
     let scope = Scope::devices(&devices);
     if dry_run {
-        let profile = Profile::load(profile)?;
+        let profile = Profile::load_trusted(profile)?;
         let preview = ctx.engine().preview(&Job::Apply {
             profile: &profile,
             scope,
@@ -112,7 +112,7 @@ pub fn apply(
         return Ok(0);
     }
     // Validated before taking the lock: a bad profile must not touch the state dir.
-    let profile = Profile::load_for_writing(profile)?;
+    let profile = Profile::load_trusted(profile)?;
     match ctx.engine().run(&Job::Apply {
         profile: &profile,
         scope,

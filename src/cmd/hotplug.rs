@@ -36,7 +36,7 @@ pub fn udev(
             removed: Some(name.clone()),
         },
     };
-    let result = Profile::load_for_writing(profile)
+    let result = Profile::load_trusted(profile)
         .map_err(Error::from)
         .and_then(|p| {
             (ctx.engine())
@@ -63,7 +63,7 @@ pub fn udev(
 
 /// Entry point for `coldplug`: `apply` reporting like the udev path.
 pub fn coldplug(ctx: &Ctx, profile: &Path) -> Result<u8, Error> {
-    let profile = Profile::load_for_writing(profile)?;
+    let profile = Profile::load_trusted(profile)?;
     let done = ctx
         .engine()
         .run(&Job::Apply {
