@@ -134,7 +134,7 @@ pub fn status(ctx: &Ctx, json: bool, out: &mut String) -> Result<u8, Error> {
             out,
             "{} rule: {}  cpus: {}  auto: {}",
             ctx.style.bold(&d.name),
-            d.rule.as_deref().unwrap_or("-"),
+            escape_control(d.rule.as_deref().unwrap_or("-")),
             if d.cpus.is_empty() {
                 "-".into()
             } else {
