@@ -41,7 +41,7 @@ pub fn udev(
         .and_then(|p| {
             (ctx.engine())
                 .run(&Job::Apply { profile: &p, scope })
-                .map_err(|f| f.error)
+                .map_err(|f| f.error.for_command("udev"))
         })
         .map(|done| match event.action {
             Action::Add | Action::Change => log_plan(&with_vanished(done)),
@@ -70,7 +70,7 @@ pub fn coldplug(ctx: &Ctx, profile: &Path) -> Result<u8, Error> {
             profile: &profile,
             scope: Scope::all(),
         })
-        .map_err(|f| f.error)?;
+        .map_err(|f| f.error.for_command("coldplug"))?;
     let plan = with_vanished(done);
     log_plan(&plan);
     log::info!(
