@@ -146,6 +146,7 @@ impl StateDir {
     /// Take the exclusive lock (waiting for other runs up to the lock
     /// timeout) and load the state.
     pub fn lock(&self) -> Result<Locked, StateError> {
+        self.check_where_created()?;
         // Saved originals are root's business: the directory is made 0700 and
         // its files 0600 (an existing directory keeps its mode).
         fs::DirBuilder::new()
@@ -181,6 +182,38 @@ impl StateDir {
             dir,
             state,
         })
+    }
+
+    /// Before the state directory (and any missing directory above it) is
+    /// made: the nearest directory that exists, and every one above it,
+    /// must be one only root or the caller can change, or someone else
+    /// could swap what is made for their own (`trusted_dir` would refuse
+    /// it afterwards, but only once made).
+    fn check_where_created(&self) -> Result<(), StateError> {
+        // a relative path's last ancestor is "", the working directory
+        let Some(existing) = (self.dir.ancestors())
+            .map(|d| {
+                if d.as_os_str().is_empty() {
+                    Path::new(".")
+                } else {
+                    d
+                }
+            })
+            .find(|d| fs::symlink_metadata(d).is_ok())
+        else {
+            return Ok(());
+        };
+        if existing == self.dir {
+            return Ok(());
+        }
+        let real = fs::canonicalize(existing).map_err(io_err(&self.dir))?;
+        match trust::untrusted_ancestors(&real, trust::euid()).map_err(io_err(&self.dir))? {
+            Some(why) => Err(StateError::Untrusted {
+                path: self.dir.clone(),
+                why,
+            }),
+            None => Ok(()),
+        }
     }
 
     /// The state directory resolved, when nobody but its owner (and root)

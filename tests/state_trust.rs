@@ -234,3 +234,35 @@ fn a_state_file_that_cannot_be_trusted_makes_verify_say_it_could_not_check() {
         assert_eq!(doc["failure"]["kind"], "state", "{doc}");
     }
 }
+
+#[test]
+fn a_state_directory_is_not_created_below_one_others_can_write_to() {
+    let env = Env::zoo(Abi::Queue);
+    let p = env.profile("p.toml", NVME_AUTO);
+    let open = env.work.join("open");
+    fs::create_dir(&open).unwrap();
+    chmod(&open, 0o777);
+    let state = open.join("run/blkqos");
+    let before = env.snapshot();
+    for args in [vec!["apply", p.to_str().unwrap()], vec!["restore"]] {
+        let r = common::Run::from(
+            std::process::Command::new(env!("CARGO_BIN_EXE_blkqos"))
+                .arg("--sysfs")
+                .arg(env.fx.root())
+                .arg("--state-dir")
+                .arg(&state)
+                .env("BLKQOS_LOG", "stderr")
+                .args(&args)
+                .output()
+                .unwrap(),
+        );
+        assert_eq!(r.code, 1, "{args:?}: {}", r.stderr);
+        r.assert_stderr_has("refusing the state directory");
+        r.assert_stderr_has("which group or others can write to");
+        assert!(
+            !open.join("run").exists(),
+            "{args:?}: created before judging"
+        );
+        assert_eq!(env.snapshot(), before, "{args:?}");
+    }
+}
