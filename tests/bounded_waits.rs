@@ -146,8 +146,12 @@ fn a_fifo_as_profile_lock_or_state_file_is_refused_not_waited_on() {
         r.assert_stderr_has("state.json: not a regular file");
     }
     assert_eq!(env.snapshot(), before);
-    // a read-only command says so and goes on
+    // a read-only command does not wait either, and does not go on
+    // without a state that is there but cannot be trusted
     let r = run(&["status"]);
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    r.assert_stderr_has("state.json: not a regular file");
+    let r = run(&["verify", good.to_str().unwrap()]);
+    assert_eq!(r.code, 2, "verify could not check: {}", r.stderr);
     r.assert_stderr_has("state.json: not a regular file");
 }
