@@ -98,7 +98,7 @@ impl StateError {
 fn holder_name(pid: Option<u32>) -> String {
     match pid {
         Some(pid) => format!("the blkqos run with pid {pid}"),
-        None => "another blkqos run".to_string(),
+        None => "another blkqos run (pid unknown)".to_string(),
     }
 }
 
@@ -405,16 +405,19 @@ fn wait_for_lock(lock: &File, path: &Path, timeout: Duration) -> Result<(), Stat
     }
 }
 
-/// The pid the holder wrote into the lock file, if it did yet.
+/// The pid the holder wrote into the lock file, if it did yet and that
+/// process still exists: a run killed while holding the lock leaves its
+/// pid behind, and the lock is then held by a run that has not written
+/// its own yet (or by something else), which a stale pid would misname.
 fn holder_pid(lock: &File) -> Option<u32> {
     let mut buf = [0u8; 16];
     let n = lock.read_at(&mut buf, 0).ok()?;
-    std::str::from_utf8(&buf[..n])
-        .ok()?
-        .trim()
-        .parse()
-        .ok()
-        .filter(|&pid| pid != 0)
+    let pid: u32 = std::str::from_utf8(&buf[..n]).ok()?.trim().parse().ok()?;
+    let raw = libc::pid_t::try_from(pid).ok().filter(|&p| p > 0)?;
+    // SAFETY: signal 0 only checks that the process exists; nothing is sent.
+    let alive = unsafe { libc::kill(raw, 0) } == 0
+        || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM);
+    alive.then_some(pid)
 }
 
 /// Temporary files of runs killed while saving. Only the holder of the
