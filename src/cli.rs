@@ -150,6 +150,11 @@ pub enum Command {
         /// Only this device and the queues it resolves to (repeatable)
         #[arg(long = "device", value_name = "NAME")]
         devices: Vec<String>,
+        /// Forget the saved originals of devices that are gone even when
+        /// all of them are (without it, that is refused as a wrong or
+        /// empty sysfs tree); for disks that really were all unplugged
+        #[arg(long)]
+        forget_missing: bool,
     },
     /// Per device: knob values, owning rule, per-CPU limits, idle states and residency
     Status {
@@ -170,7 +175,9 @@ pub enum Command {
     },
     /// Hotplug entry point for the udev rule: apply PROFILE to the one disk
     /// of the event (add, change), or plan PROFILE again without it
-    /// (remove): what only it wanted goes back to the saved originals
+    /// (remove, once the disk has left block/; a remove for a disk still
+    /// there is refused): what only it wanted goes back to the saved
+    /// originals
     // udev runs it, people do not: kept out of --help, described in blkqos(8)
     #[command(hide = true)]
     Udev {

@@ -806,7 +806,7 @@ fn nearest_driver(sysfs: &Sysfs, device_path: &str) -> Option<String> {
 
 /// SCSI unit serial number VPD page: a 4-byte header, then the serial.
 fn vpd_serial(sysfs: &Sysfs, rel: &str) -> Option<String> {
-    let raw = std::fs::read(sysfs.path(rel)).ok()?;
+    let raw = sysfs.read_bytes(rel).ok()?;
     if raw.len() < 4 || raw[1] != 0x80 {
         return None;
     }

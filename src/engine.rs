@@ -19,8 +19,9 @@ use std::collections::{BTreeSet, HashSet};
 pub enum Job<'a> {
     /// The profile's values within the scope (a removed device included).
     Apply { profile: &'a Profile, scope: Scope },
-    /// The saved originals within the scope back.
-    Restore { scope: Scope },
+    /// The saved originals within the scope back; `forget_missing`: even
+    /// when every saved device is gone.
+    Restore { scope: Scope, forget_missing: bool },
 }
 
 pub struct Engine<'a> {
@@ -102,7 +103,7 @@ impl Engine<'_> {
             Job::Restore { .. } => (self.state.read()?, Vec::new()),
             // An unreadable state (not root) only hides the values that
             // would go back to their originals.
-            Job::Apply { .. } => self.read_state(WITHOUT_STATE),
+            Job::Apply { .. } => self.read_state(WITHOUT_STATE)?,
         };
         let (snapshot, scope) = self.snapshot(job, state, inventory)?;
         let plan = plan_for(job, &snapshot, &scope)?;
@@ -114,21 +115,28 @@ impl Engine<'_> {
     }
 
     /// The saved state for a command that only reads, without the lock. One
-    /// it cannot read (root's, run as another user) is empty: the command
+    /// it may not read (root's, run as another user) is empty: the command
     /// goes on, warning on stderr what it could not read and what that
-    /// leaves out (`left_out`), and returning it for the JSON document.
-    pub fn read_state(&self, left_out: &str) -> (State, Vec<Unreadable>) {
+    /// leaves out (`left_out`), and returning it for the JSON document. One
+    /// that is there but corrupt, forged, oversized or in a directory that
+    /// cannot be trusted is an error: going on without it would report
+    /// "ok" over values it would have shown wrong.
+    pub fn read_state(&self, left_out: &str) -> Result<(State, Vec<Unreadable>), StateError> {
         match self.state.read() {
-            Ok(state) => (state, Vec::new()),
-            Err(e) => {
+            Ok(state) => Ok((state, Vec::new())),
+            Err(StateError::Io { path, source })
+                if source.kind() == std::io::ErrorKind::PermissionDenied =>
+            {
+                let e = StateError::Io { path, source };
                 let path = self.state.file().display().to_string();
                 log::warn!("cannot read the saved state {path} ({e}): {left_out}");
                 let note = Unreadable {
                     path,
                     error: e.to_string(),
                 };
-                (State::default(), vec![note])
+                Ok((State::default(), vec![note]))
             }
+            Err(e) => Err(e),
         }
     }
 
@@ -143,7 +151,7 @@ impl Engine<'_> {
     ) -> Result<(Snapshot, Scope), ScanError> {
         let (profile, mut scope) = match job {
             Job::Apply { profile, scope } => (Some(*profile), scope.clone()),
-            Job::Restore { scope } => (None, scope.clone()),
+            Job::Restore { scope, .. } => (None, scope.clone()),
         };
         // identities are read only when a rule matches on one
         let detail = Detail {
@@ -208,7 +216,7 @@ fn needs_root(job: &Job, e: StateError) -> Error {
 fn plan_for(job: &Job, snap: &Snapshot, scope: &Scope) -> Result<Plan, Error> {
     let mut plan = match job {
         Job::Apply { profile, .. } => plan::build(profile, snap, scope)?,
-        Job::Restore { .. } => plan::restore(snap, scope)?,
+        Job::Restore { forget_missing, .. } => plan::restore(snap, scope, *forget_missing)?,
     };
     let mut warnings = snap.inventory.warnings.clone();
     warnings.append(&mut plan.warnings);

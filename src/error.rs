@@ -35,13 +35,37 @@ pub enum Error {
     NotSysfs(#[from] NotSysfs),
     #[error(transparent)]
     Scan(#[from] ScanError),
-    #[error("{command} needs root ({cause}); --dry-run shows the plan without it")]
+    #[error(
+        "{command} needs root ({cause}); {} shows the plan without it",
+        dry_run_of(command)
+    )]
     NeedsRoot {
         command: &'static str,
         cause: StateError,
     },
     #[error("{0}")]
     Usage(String),
+}
+
+/// The dry run that shows what `command` would do: its own, or apply's
+/// for the hotplug commands, which have none.
+fn dry_run_of(command: &str) -> &'static str {
+    match command {
+        "udev" => "`blkqos apply PROFILE --device NAME --dry-run`",
+        "coldplug" => "`blkqos apply PROFILE --dry-run`",
+        _ => "--dry-run",
+    }
+}
+
+impl Error {
+    /// The error as `command` ran into it: a hotplug command runs apply's
+    /// job, and the hint for a missing root must name a dry run it has.
+    pub fn for_command(self, command: &'static str) -> Error {
+        match self {
+            Error::NeedsRoot { cause, .. } => Error::NeedsRoot { command, cause },
+            e => e,
+        }
+    }
 }
 
 /// Where an error points: a file, and a line and column in it.
@@ -59,7 +83,8 @@ impl Error {
             Error::Profile(ProfileError::Read { .. }) => "profile-unreadable",
             Error::Profile(ProfileError::Untrusted { .. }) => "profile-untrusted",
             Error::Profile(ProfileError::Invalid { .. }) => "profile-invalid",
-            Error::Plan(PlanError::NoSuchDevice(_)) => "no-such-device",
+            Error::Plan(PlanError::NoSuchDevice(_) | PlanError::Unknown(_)) => "no-such-device",
+            Error::Plan(PlanError::AllGone { .. }) => "all-saved-devices-gone",
             Error::Plan(PlanError::Read { .. }) => "read-failed",
             Error::Write(WriteError::Failed { .. }) => "write-failed",
             Error::State(StateError::Busy { .. })
@@ -108,7 +133,9 @@ impl Error {
             | Error::Usage(_)
             | Error::NotSysfs(_)
             | Error::NeedsRoot { .. }
-            | Error::Plan(PlanError::NoSuchDevice(_)) => EXIT_USAGE,
+            | Error::Plan(
+                PlanError::NoSuchDevice(_) | PlanError::Unknown(_) | PlanError::AllGone { .. },
+            ) => EXIT_USAGE,
             Error::Plan(PlanError::Read { .. })
             | Error::Write(_)
             | Error::State(_)

@@ -95,7 +95,8 @@ fn run(ctx: &Ctx, command: &Command, out: &mut String) -> Result<u8, Error> {
             dry_run,
             json,
             devices,
-        } => cmd::restore::restore(ctx, *dry_run, *json, devices, out),
+            forget_missing,
+        } => cmd::restore::restore(ctx, *dry_run, *json, devices, *forget_missing, out),
         Command::Status { json } => cmd::status::status(ctx, *json, out),
         Command::Explain { args, json } => {
             let (profile, device) = Command::explain_args(args);

@@ -466,6 +466,7 @@ pub fn build(profile: &Profile, snap: &Snapshot, scope: &Scope) -> Result<Plan, 
             devices[i].changes.push(change);
         }
     }
+    refuse_forgetting_every_device(snap, scope, &forget)?;
     if let Some(s) = &in_scope {
         devices.retain(|d| s.contains(&d.name) || !d.changes.is_empty());
     }
@@ -483,16 +484,34 @@ pub fn build(profile: &Profile, snap: &Snapshot, scope: &Scope) -> Result<Plan, 
 }
 
 /// What restoring the saved originals of `scope` (everything when empty)
-/// writes. A per-CPU value that devices outside the scope contribute to
-/// stays theirs; an original whose attribute is missing is forgotten only
-/// when its device left.
-pub fn restore(snap: &Snapshot, scope: &Scope) -> Result<Plan, PlanError> {
+/// writes. The devices released are the ones named and the queues they
+/// resolve to that no rule of their own owns (a member of md0 without a
+/// rule asks for nothing itself). A value another device still wants (an
+/// owner outside the release with a rule of its own, as a member of md0
+/// with its own rule is, or another array on the same queue) is kept and
+/// only let go by the released devices, as a removal keeps it: without the
+/// profile restore cannot tell what that device's rule would want instead,
+/// so the live value stays until the next apply re-plans it. An original
+/// whose attribute is missing is forgotten only when its device left.
+pub fn restore(snap: &Snapshot, scope: &Scope, forget_missing: bool) -> Result<Plan, PlanError> {
     let state = &snap.state;
+    // A name that is neither here nor saved is a typo, not "nothing to do".
+    if let Some(unknown) = scope.devices.iter().find(|d| {
+        snap.inventory.get(d).is_none()
+            && !state.rules.contains_key(*d)
+            && !state.saved.values().any(|s| s.owners.contains(*d))
+    }) {
+        return Err(PlanError::Unknown(unknown.clone()));
+    }
     let in_scope: Option<BTreeSet<String>> = (!scope.devices.is_empty()).then(|| {
         let mut s: BTreeSet<String> = scope.devices.iter().cloned().collect();
         for d in &scope.devices {
             if let Some(dev) = snap.inventory.get(d) {
-                s.extend(dev.targets.iter().cloned());
+                s.extend(
+                    (dev.targets.iter())
+                        .filter(|t| !state.rules.contains_key(*t))
+                        .cloned(),
+                );
             }
         }
         s
@@ -500,11 +519,23 @@ pub fn restore(snap: &Snapshot, scope: &Scope) -> Result<Plan, PlanError> {
     let mut plan = Plan::default();
     let mut by_owner: BTreeMap<String, Vec<Change>> = BTreeMap::new();
     for (path, saved) in &state.saved {
-        if let Some(s) = &in_scope
-            && (saved.owners.is_disjoint(s)
-                || (path.starts_with("devices/system/cpu/") && !saved.owners.is_subset(s)))
-        {
-            continue;
+        if let Some(s) = &in_scope {
+            if saved.owners.is_disjoint(s) {
+                continue;
+            }
+            if let Some((other, rule)) = (saved.owners.iter())
+                .filter(|o| !s.contains(*o))
+                .find_map(|o| state.rules.get(o).map(|r| (o, r)))
+            {
+                plan.warnings.push(format!(
+                    "{path}: still wanted by {other} (rule {rule:?}); kept, let go by {}",
+                    (saved.owners.intersection(s))
+                        .map(String::as_str)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+                continue;
+            }
         }
         match snap.value(path) {
             Reading::Value(v) => {
@@ -535,6 +566,9 @@ pub fn restore(snap: &Snapshot, scope: &Scope) -> Result<Plan, PlanError> {
             }
         }
     }
+    if !forget_missing {
+        refuse_forgetting_every_device(snap, scope, &plan.forget)?;
+    }
     match in_scope {
         Some(s) => {
             plan.rules = s.iter().map(|d| (d.clone(), None)).collect();
@@ -558,10 +592,50 @@ pub fn restore(snap: &Snapshot, scope: &Scope) -> Result<Plan, PlanError> {
     Ok(plan)
 }
 
+/// A plan that would forget saved originals because their devices are
+/// gone, when every device with a saved original is gone at once (a
+/// removed device aside, which is expected to be): far more likely a wrong
+/// or half-mounted sysfs tree than every disk unplugged, and forgetting
+/// cannot be undone.
+fn refuse_forgetting_every_device(
+    snap: &Snapshot,
+    scope: &Scope,
+    forget: &BTreeSet<String>,
+) -> Result<(), PlanError> {
+    let gone = |path: &str| snap.value(path) == &Reading::Missing && !snap.device_present(path);
+    let others: Vec<&String> = (snap.state.saved.iter())
+        .filter(|(_, s)| !s.owners.iter().all(|o| scope.removed.as_ref() == Some(o)))
+        .map(|(path, _)| path)
+        .collect();
+    if others.is_empty()
+        || !others.iter().all(|p| gone(p))
+        || !forget.iter().any(|p| others.contains(&p))
+    {
+        return Ok(());
+    }
+    let owners: BTreeSet<&String> = (others.iter())
+        .filter_map(|p| snap.state.saved.get(*p))
+        .flat_map(|s| s.owners.iter())
+        .collect();
+    let owners: Vec<&str> = owners.into_iter().map(String::as_str).collect();
+    Err(PlanError::AllGone {
+        count: others.len(),
+        owners: owners.join(", "),
+    })
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum PlanError {
     #[error("no block device named {0:?}")]
     NoSuchDevice(String),
+    #[error(
+        "no block device named {0:?} here, and nothing saved for it (`blkqos list` shows the disks, `blkqos status` what blkqos set)"
+    )]
+    Unknown(String),
+    #[error(
+        "every one of the {count} saved original(s) belongs to a device that is not there ({owners}); refusing to forget them all at once: check --sysfs; if those disks really were all unplugged, `blkqos restore --forget-missing` forgets them"
+    )]
+    AllGone { count: usize, owners: String },
     #[error("{path}: cannot read: {reason}")]
     Read { path: String, reason: String },
 }

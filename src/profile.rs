@@ -119,9 +119,11 @@ struct Part {
 pub const DROP_IN_DIR: &str = "blkqos.d";
 
 impl Profile {
-    /// Load a profile that is about to be written to the system: as root,
-    /// only one that nobody but root can change, drop-ins included.
-    pub fn load_for_writing(path: &Path) -> Result<Profile, ProfileError> {
+    /// Load a profile that is about to be written to the system, or whose
+    /// check says whether it would be (`check`, a dry run: the Ansible role
+    /// validates with `check` before it deploys): as root, only one that
+    /// nobody but root can change, drop-ins included.
+    pub fn load_trusted(path: &Path) -> Result<Profile, ProfileError> {
         if trust::euid() == 0 {
             return Profile::load_with(path, open_trusted);
         }

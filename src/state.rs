@@ -98,7 +98,7 @@ impl StateError {
 fn holder_name(pid: Option<u32>) -> String {
     match pid {
         Some(pid) => format!("the blkqos run with pid {pid}"),
-        None => "another blkqos run".to_string(),
+        None => "another blkqos run (pid unknown)".to_string(),
     }
 }
 
@@ -146,6 +146,7 @@ impl StateDir {
     /// Take the exclusive lock (waiting for other runs up to the lock
     /// timeout) and load the state.
     pub fn lock(&self) -> Result<Locked, StateError> {
+        self.check_where_created()?;
         // Saved originals are root's business: the directory is made 0700 and
         // its files 0600 (an existing directory keeps its mode).
         fs::DirBuilder::new()
@@ -181,6 +182,38 @@ impl StateDir {
             dir,
             state,
         })
+    }
+
+    /// Before the state directory (and any missing directory above it) is
+    /// made: the nearest directory that exists, and every one above it,
+    /// must be one only root or the caller can change, or someone else
+    /// could swap what is made for their own (`trusted_dir` would refuse
+    /// it afterwards, but only once made).
+    fn check_where_created(&self) -> Result<(), StateError> {
+        // a relative path's last ancestor is "", the working directory
+        let Some(existing) = (self.dir.ancestors())
+            .map(|d| {
+                if d.as_os_str().is_empty() {
+                    Path::new(".")
+                } else {
+                    d
+                }
+            })
+            .find(|d| fs::symlink_metadata(d).is_ok())
+        else {
+            return Ok(());
+        };
+        if existing == self.dir {
+            return Ok(());
+        }
+        let real = fs::canonicalize(existing).map_err(io_err(&self.dir))?;
+        match trust::untrusted_ancestors(&real, trust::euid()).map_err(io_err(&self.dir))? {
+            Some(why) => Err(StateError::Untrusted {
+                path: self.dir.clone(),
+                why,
+            }),
+            None => Ok(()),
+        }
     }
 
     /// The state directory resolved, when nobody but its owner (and root)
@@ -372,16 +405,19 @@ fn wait_for_lock(lock: &File, path: &Path, timeout: Duration) -> Result<(), Stat
     }
 }
 
-/// The pid the holder wrote into the lock file, if it did yet.
+/// The pid the holder wrote into the lock file, if it did yet and that
+/// process still exists: a run killed while holding the lock leaves its
+/// pid behind, and the lock is then held by a run that has not written
+/// its own yet (or by something else), which a stale pid would misname.
 fn holder_pid(lock: &File) -> Option<u32> {
     let mut buf = [0u8; 16];
     let n = lock.read_at(&mut buf, 0).ok()?;
-    std::str::from_utf8(&buf[..n])
-        .ok()?
-        .trim()
-        .parse()
-        .ok()
-        .filter(|&pid| pid != 0)
+    let pid: u32 = std::str::from_utf8(&buf[..n]).ok()?.trim().parse().ok()?;
+    let raw = libc::pid_t::try_from(pid).ok().filter(|&p| p > 0)?;
+    // SAFETY: signal 0 only checks that the process exists; nothing is sent.
+    let alive = unsafe { libc::kill(raw, 0) } == 0
+        || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM);
+    alive.then_some(pid)
 }
 
 /// Temporary files of runs killed while saving. Only the holder of the

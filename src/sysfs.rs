@@ -8,12 +8,18 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::trust;
 
 /// sysfs attributes are at most one page; anything longer is not an attribute
 /// (a fake tree pointing at /dev/zero, say) and must not make us read forever.
 const MAX_ATTR_BYTES: u64 = 64 * 1024;
 /// Most attributes are a number or a name; a longer one takes a second read.
 const FIRST_READ: usize = 256;
+/// Set once openat2 is found missing (ENOSYS): every later open goes
+/// straight to the fallback instead of failing the syscall again.
+static NO_OPENAT2: AtomicBool = AtomicBool::new(false);
 
 #[derive(Debug, thiserror::Error)]
 #[error("{}: not a sysfs tree (no {missing} there); check --sysfs or BLKQOS_SYSFS", root.display())]
@@ -68,6 +74,12 @@ impl Sysfs {
             "block/ or class/block/"
         } else if !self.path("devices/system/cpu").is_dir() {
             "devices/system/cpu/"
+        } else if !self.list("devices/system/cpu").iter().any(|c| {
+            c.strip_prefix("cpu")
+                .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        }) {
+            // every machine has a CPU: a tree without one is a wrong root
+            "devices/system/cpu/cpuN"
         } else {
             return Ok(());
         };
@@ -89,7 +101,15 @@ impl Sysfs {
     /// An attribute's value with the trailing newline and blanks removed
     /// (SCSI model strings are blank-padded).
     pub fn read(&self, rel: &str) -> io::Result<String> {
-        let mut file = fs::File::open(self.path(rel))?;
+        let buf = self.read_bytes(rel)?;
+        let text = String::from_utf8_lossy(&buf);
+        Ok(text.trim_end_matches(['\n', ' ', '\t', '\0']).to_string())
+    }
+
+    /// An attribute's raw bytes (binary ones: VPD pages), at most
+    /// [`MAX_ATTR_BYTES`] more than the first read.
+    pub fn read_bytes(&self, rel: &str) -> io::Result<Vec<u8>> {
+        let mut file = self.open_for_read(rel)?;
         // One read(2) returns a whole attribute; only a full buffer asks for more.
         let mut first = [0u8; FIRST_READ];
         let n = file.read(&mut first)?;
@@ -97,8 +117,44 @@ impl Sysfs {
         if n == FIRST_READ {
             file.take(MAX_ATTR_BYTES).read_to_end(&mut buf)?;
         }
-        let text = String::from_utf8_lossy(&buf);
-        Ok(text.trim_end_matches(['\n', ' ', '\t', '\0']).to_string())
+        Ok(buf)
+    }
+
+    /// Open `rel` for reading, beneath the root: openat2(2) with
+    /// RESOLVE_BENEATH lets the kernel follow the links a sysfs path is
+    /// made of (`block/nvme0n1 -> ../devices/...`) in the one path walk an
+    /// open costs anyway, and refuses any that leads out of the root (an
+    /// absolute link, or `..` past it). Canonicalizing first, as writes do,
+    /// would cost a readlink per component of every path, for the
+    /// thousands of reads a big host's discovery makes. O_NONBLOCK: a FIFO
+    /// opens at once, to be refused by the fstat that follows rather than
+    /// waited on. Without openat2: the path is canonicalized (refused when
+    /// it leaves the root), then opened with O_NOFOLLOW.
+    fn open_for_read(&self, rel: &str) -> io::Result<File> {
+        let flags = libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NONBLOCK;
+        let file = match self.openat2(
+            rel,
+            flags,
+            libc::RESOLVE_BENEATH | libc::RESOLVE_NO_MAGICLINKS,
+        ) {
+            Ok(Some(f)) => f,
+            Ok(None) => {
+                let inside = self.canonical(rel)?;
+                OpenOptions::new()
+                    .read(true)
+                    .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+                    .open(self.path(&inside))?
+            }
+            Err(e) if e.raw_os_error() == Some(libc::EXDEV) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::PermissionDenied,
+                    "a link that leads outside the sysfs root; not read",
+                ));
+            }
+            Err(e) => return Err(e),
+        };
+        trust::require_regular(&file)?;
+        Ok(file)
     }
 
     /// Like `read`, but a missing, unreadable or empty attribute is `None`.
@@ -138,8 +194,31 @@ impl Sysfs {
     /// `canonical` looked is refused (ELOOP) rather than followed, and
     /// nothing outside the root can be reached. Without openat2 (Linux
     /// before 5.6, or a seccomp filter that refuses it), the path is
-    /// opened with O_NOFOLLOW on its last component.
+    /// opened with O_NOFOLLOW on its last component. O_NONBLOCK and the
+    /// fstat: a FIFO or device node planted in the tree is not written.
     fn open_beneath(&self, rel: &str) -> io::Result<File> {
+        let flags = libc::O_WRONLY | libc::O_CLOEXEC | libc::O_NOFOLLOW | libc::O_NONBLOCK;
+        let resolve =
+            libc::RESOLVE_BENEATH | libc::RESOLVE_NO_SYMLINKS | libc::RESOLVE_NO_MAGICLINKS;
+        let file = match self.openat2(rel, flags, resolve)? {
+            Some(f) => f,
+            None => OpenOptions::new()
+                .write(true)
+                .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+                .open(self.path(rel))?,
+        };
+        trust::require_regular(&file)?;
+        Ok(file)
+    }
+
+    /// openat2(2) of `rel` on the root's directory; `None` where the
+    /// kernel has no openat2 or a seccomp filter refuses it (ENOSYS,
+    /// EPERM), for the caller's fallback. EAGAIN (a rename raced a `..`
+    /// the kernel had to check) is retried, as openat2(2) advises.
+    fn openat2(&self, rel: &str, flags: i32, resolve: u64) -> io::Result<Option<File>> {
+        if NO_OPENAT2.load(Ordering::Relaxed) {
+            return Ok(None);
+        }
         let dir = match self.root_dir.get() {
             Some(d) => d,
             None => {
@@ -153,38 +232,44 @@ impl Sysfs {
         };
         let path = CString::new(rel).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         let how = OpenHow {
-            flags: (libc::O_WRONLY | libc::O_CLOEXEC | libc::O_NOFOLLOW) as u64,
+            // open flags are non-negative
+            flags: flags as u64,
             mode: 0,
-            resolve: libc::RESOLVE_BENEATH
-                | libc::RESOLVE_NO_SYMLINKS
-                | libc::RESOLVE_NO_MAGICLINKS,
+            resolve,
         };
-        // SAFETY: `dir` is an open descriptor that outlives the call, `path`
-        // a NUL-terminated string and `how` an open_how of the size passed;
-        // the kernel reads them and writes nothing back.
-        let fd = unsafe {
-            libc::syscall(
-                libc::SYS_openat2,
-                dir.as_raw_fd(),
-                path.as_ptr(),
-                &how as *const OpenHow,
-                std::mem::size_of::<OpenHow>(),
-            )
-        };
-        if fd < 0 {
-            let e = io::Error::last_os_error();
-            return match e.raw_os_error() {
-                Some(libc::ENOSYS | libc::EPERM) => OpenOptions::new()
-                    .write(true)
-                    .custom_flags(libc::O_NOFOLLOW)
-                    .open(self.path(rel)),
-                _ => Err(e),
+        let mut attempts = 0;
+        let fd = loop {
+            // SAFETY: `dir` is an open descriptor that outlives the call,
+            // `path` a NUL-terminated string and `how` an open_how of the
+            // size passed; the kernel reads them and writes nothing back.
+            let fd = unsafe {
+                libc::syscall(
+                    libc::SYS_openat2,
+                    dir.as_raw_fd(),
+                    path.as_ptr(),
+                    &how as *const OpenHow,
+                    std::mem::size_of::<OpenHow>(),
+                )
             };
-        }
+            if fd >= 0 {
+                break fd;
+            }
+            let e = io::Error::last_os_error();
+            match e.raw_os_error() {
+                Some(libc::ENOSYS) => {
+                    NO_OPENAT2.store(true, Ordering::Relaxed);
+                    return Ok(None);
+                }
+                // a seccomp filter's answer, or this one file's: not cached
+                Some(libc::EPERM) => return Ok(None),
+                Some(libc::EAGAIN) if attempts < 3 => attempts += 1,
+                _ => return Err(e),
+            }
+        };
         // The kernel returns a descriptor in c_int range on success.
         let fd = i32::try_from(fd).map_err(|_| io::Error::other("openat2: bad descriptor"))?;
         // SAFETY: a descriptor openat2 just returned, owned by nothing else.
-        Ok(unsafe { File::from_raw_fd(fd) })
+        Ok(Some(unsafe { File::from_raw_fd(fd) }))
     }
 
     /// Names in a directory, sorted; a missing directory is empty.
@@ -378,6 +463,44 @@ mod tests {
         // and through `write`, the link is resolved first, inside the root
         s.write("a/link/v", "2").unwrap();
         assert_eq!(s.read("a/b/v").unwrap(), "2");
+    }
+
+    #[test]
+    fn reads_follow_links_inside_the_root_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = dir.path().join("root");
+        fs::create_dir_all(r.join("devices/d")).unwrap();
+        fs::create_dir_all(r.join("block")).unwrap();
+        fs::write(r.join("devices/d/size"), "8\n").unwrap();
+        fs::write(dir.path().join("secret"), "s\n").unwrap();
+        std::os::unix::fs::symlink("../devices/d", r.join("block/d")).unwrap();
+        std::os::unix::fs::symlink(dir.path().join("secret"), r.join("devices/d/abs")).unwrap();
+        std::os::unix::fs::symlink("../../../secret", r.join("devices/d/rel")).unwrap();
+        let s = Sysfs::new(&r);
+        assert_eq!(s.read("block/d/size").unwrap(), "8");
+        for rel in ["block/d/abs", "block/d/rel", "devices/d/abs", "../secret"] {
+            let e = s.read(rel).unwrap_err();
+            assert!(
+                e.to_string().contains("outside the sysfs root"),
+                "{rel}: {e}"
+            );
+            assert!(!is_vanished(&e), "{rel}");
+        }
+    }
+
+    #[test]
+    fn a_fifo_or_directory_is_refused_not_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = CString::new(dir.path().join("f").as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a NUL-terminated path; mkfifo reads it and nothing else.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+        fs::create_dir(dir.path().join("d")).unwrap();
+        let s = Sysfs::new(dir.path());
+        let e = s.read("f").unwrap_err();
+        assert!(e.to_string().contains("a FIFO"), "{e}");
+        assert!(s.write("f", "1").is_err());
+        let e = s.read("d").unwrap_err();
+        assert!(e.to_string().contains("a directory"), "{e}");
     }
 
     #[test]

@@ -38,6 +38,10 @@ pub enum HotplugError {
     Action(String),
     #[error("DEVPATH {0:?}: {1}")]
     Devpath(String, &'static str),
+    #[error(
+        "remove: {0} is still present (block/{0} is there); a remove is acted on once the disk has gone, nothing written"
+    )]
+    StillPresent(String),
 }
 
 /// What to do for an event: a disk to tune or forget, or nothing (a
@@ -78,8 +82,15 @@ pub fn parse(
         action,
         name: name.to_string(),
     };
-    // A removed device has left sysfs: only its name can be checked.
+    // A removed device has left sysfs: only its name can be checked. The
+    // kernel unlinks block/<name> before it sends remove (del_gendisk), so
+    // a remove while it is there is synthetic (`udevadm trigger -c
+    // remove`) or forged, whatever DEVPATH says: acting on it would put
+    // back the values of a disk still in use and forget its originals.
     if action == Action::Remove {
+        if sysfs.exists(&format!("block/{name}")) {
+            return Err(HotplugError::StillPresent(name.to_string()));
+        }
         return Ok(Some(event));
     }
     let dir = format!("devices/{rel}");
@@ -172,6 +183,8 @@ mod tests {
             (Some("remove"), Some("/devices/virtual/block/x;rm")),
             (Some("add"), Some("/devices/virtual/block/nosuch")),
             (Some("add"), Some("/devices/system/cpu/cpu0")),
+            (Some("remove"), Some(disk.as_str())),
+            (Some("remove"), Some("/devices/virtual/block/nvme0n1")),
         ] {
             assert!(
                 parse(&sysfs, action, devpath).is_err(),

@@ -201,8 +201,12 @@ cpu_lat_limit_us = 0
 fn a_failed_write_rolls_back_everything_this_run_wrote() {
     let env = Env::zoo(Abi::Queue);
     let p = env.profile("p.toml", MIXED);
-    env.fx.break_attr("block/sda/queue/cpu_lat_limit_us");
-    let r = env.run(&["apply", p.to_str().unwrap(), "--json"]);
+    let r = common::Run::from(
+        env.faulty_cmd("/sda/queue/cpu_lat_limit_us", "1", libc::ENOSPC)
+            .args(["apply", p.to_str().unwrap(), "--json"])
+            .output()
+            .unwrap(),
+    );
     assert_eq!(r.code, 1, "stdout {} stderr {}", r.stdout, r.stderr);
     assert!(
         r.stderr.contains("block/sda/queue/cpu_lat_limit_us"),
@@ -339,10 +343,12 @@ fn restore_of_one_device_leaves_the_others() {
     let r = env.run(&["restore", "--device", "md0", "--json"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     let doc = r.json();
-    assert_eq!(doc["devices"][0]["name"], "md0");
-    assert_eq!(doc["devices"][0]["rule"], "raid", "the rule that owned it");
-    assert_eq!(env.get("block/nvme2n1/queue/cpu_lat_limit_us"), "-1");
-    assert_eq!(env.get("block/nvme3n1/queue/cpu_lat_timeout_ms"), "3");
+    // md0's members have a rule of their own ("nvme"): they keep a limit
+    assert!(doc["devices"].as_array().unwrap().is_empty(), "{doc}");
+    let warnings = doc["warnings"].to_string();
+    assert!(warnings.contains("still wanted by nvme2n1"), "{warnings}");
+    assert_eq!(env.get("block/nvme2n1/queue/cpu_lat_limit_us"), "2");
+    assert!(env.state_json()["rules"].get("md0").is_none());
     assert_eq!(env.get("block/nvme0n1/queue/cpu_lat_limit_us"), "4");
     assert_eq!(env.get("block/sda/queue/cpu_lat_limit_us"), "20");
     env.run(&["restore"]);
@@ -385,7 +391,7 @@ fn status_shows_rule_knobs_cpus_and_idle_states() {
         .unwrap()
         .clone();
     assert_eq!(md["rule"], "raid");
-    assert_eq!(md["targets"][0]["cpu_lat_limit_us"], "2");
+    assert_eq!(md["targets"][0]["cpu_lat_limit_us"]["us"], 2);
     assert_eq!(md["cpus"].as_array().unwrap().len(), 4);
     assert_eq!(
         md["cpus"][0]["states"].as_array().unwrap().len(),
@@ -669,4 +675,62 @@ fn apply_without_root_says_root_is_needed() {
     assert!(stderr.contains("needs root"), "{stderr}");
     assert!(stderr.contains("--dry-run"), "{stderr}");
     assert_eq!(env.snapshot(), before, "nothing written");
+}
+
+#[test]
+fn restore_of_a_stacked_device_keeps_what_a_members_own_rule_wants() {
+    let env = Env::zoo(Abi::Queue);
+    let p = env.profile(
+        "p.toml",
+        "[[rule]]\nname = \"raid\"\nmatch = { name = \"md*\" }\ncpu_lat_limit_us = 2\n\n[[rule]]\nname = \"nvme\"\nmatch = { transport = \"nvme\" }\ncpu_lat_limit_us = \"auto\"\n",
+    );
+    assert_eq!(env.run(&["apply", p.to_str().unwrap()]).code, 0);
+    let member = "block/nvme2n1/queue/cpu_lat_limit_us";
+    assert_eq!(env.get(member), "2", "md0's request is the strictest");
+    let r = env.run(&["restore", "--device", "md0"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    for m in ["nvme2n1", "nvme3n1"] {
+        let path = format!("block/{m}/queue/cpu_lat_limit_us");
+        assert_ne!(
+            env.get(&path),
+            "-1",
+            "{m}: its own rule still wants a limit"
+        );
+        r.assert_stderr_has(&format!("{path}: still wanted by {m}"));
+    }
+    let state = env.state_json();
+    let saved = &state["saved"][member];
+    assert_eq!(saved["original"], "-1", "the original stays saved: {state}");
+    let owners = saved["owners"].as_array().unwrap();
+    assert!(!owners.contains(&"md0".into()), "md0 let go: {state}");
+    assert!(owners.contains(&"nvme2n1".into()), "{state}");
+    assert_eq!(state["rules"]["nvme2n1"], "nvme", "{state}");
+    assert!(state["rules"].get("md0").is_none(), "{state}");
+    // restoring everything still finds the original
+    assert_eq!(env.run(&["restore"]).code, 0);
+    assert_eq!(env.get(member), "-1");
+}
+
+#[test]
+fn restore_of_a_device_neither_present_nor_saved_is_an_error() {
+    let env = Env::zoo(Abi::Queue);
+    let p = env.profile("p.toml", NVME_AUTO);
+    assert_eq!(env.run(&["apply", p.to_str().unwrap()]).code, 0);
+    let state = std::fs::read(env.state.join("state.json")).unwrap();
+    for args in [
+        vec!["restore", "--device", "bogus"],
+        vec!["restore", "--device", "bogus", "--dry-run"],
+        vec!["restore", "--device", "nvme0n1", "--device", "bogus"],
+    ] {
+        let r = env.run(&args);
+        assert_eq!(r.code, 2, "{args:?}: {}", r.stderr);
+        r.assert_stderr_has("no block device named \"bogus\"");
+        r.assert_stderr_has("nothing saved for it");
+        assert_eq!(std::fs::read(env.state.join("state.json")).unwrap(), state);
+    }
+    assert_eq!(env.get("block/nvme0n1/queue/cpu_lat_limit_us"), "4");
+    // gone, but with saved originals: restore forgets them
+    env.fx.remove_disk("nvme1n1");
+    let r = env.run(&["restore", "--device", "nvme1n1"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
 }

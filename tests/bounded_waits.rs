@@ -44,13 +44,16 @@ fn a_held_lock_makes_apply_restore_and_udev_give_up_naming_the_holder() {
     lock.set_len(0).unwrap();
     let holder = std::process::id();
     writeln!(lock, "{holder}").unwrap();
-    let before = env.snapshot();
     let devpath = format!("/{}", env.fx.dir_of("nvme0n1"));
+    // a remove is acted on once its disk has gone
+    let gone = format!("/{}", env.fx.dir_of("nvme1n1"));
+    env.fx.remove_disk("nvme1n1");
+    let before = env.snapshot();
     for args in [
         &["apply", p][..],
         &["restore"],
         &["udev", "--action", "add", "--devpath", &devpath, p],
-        &["udev", "--action", "remove", "--devpath", &devpath, p],
+        &["udev", "--action", "remove", "--devpath", &gone, p],
         &["coldplug", p],
     ] {
         let mut c = env.cmd();
@@ -143,8 +146,43 @@ fn a_fifo_as_profile_lock_or_state_file_is_refused_not_waited_on() {
         r.assert_stderr_has("state.json: not a regular file");
     }
     assert_eq!(env.snapshot(), before);
-    // a read-only command says so and goes on
+    // a read-only command does not wait either, and does not go on
+    // without a state that is there but cannot be trusted
     let r = run(&["status"]);
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.code, 1, "{}", r.stderr);
     r.assert_stderr_has("state.json: not a regular file");
+    let r = run(&["verify", good.to_str().unwrap()]);
+    assert_eq!(r.code, 2, "verify could not check: {}", r.stderr);
+    r.assert_stderr_has("state.json: not a regular file");
+}
+
+#[test]
+fn a_stale_pid_in_the_lock_file_is_not_named_as_the_holder() {
+    let env = Env::zoo(Abi::Queue);
+    let p = env.profile("p.toml", NVME_AUTO);
+    let p = p.to_str().unwrap();
+    assert_eq!(env.run(&["apply", p]).code, 0);
+    // a process that has ended: its pid is what a killed run leaves behind
+    let mut gone = std::process::Command::new("true").spawn().unwrap();
+    let dead = gone.id();
+    gone.wait().unwrap();
+    let mut lock = fs::OpenOptions::new()
+        .write(true)
+        .open(env.state.join("lock"))
+        .unwrap();
+    lock.lock().unwrap();
+    lock.set_len(0).unwrap();
+    writeln!(lock, "{dead}").unwrap();
+    let mut c = env.cmd();
+    c.env("BLKQOS_LOCK_TIMEOUT", "0.5").args(["apply", p]);
+    let r = run_within(c, Duration::from_secs(15)).expect("gave up in time");
+    assert_eq!(r.code, EXIT_BUSY, "{}", r.stderr);
+    assert!(
+        !r.stderr.contains(&format!("pid {dead}")),
+        "a pid no process has is named: {}",
+        r.stderr
+    );
+    r.assert_stderr_has("(pid unknown)");
+    r.assert_stderr_has("another blkqos run (pid unknown) still holds");
+    drop(lock);
 }

@@ -31,7 +31,7 @@ fn list_shows_whole_disks_with_identity_and_transport() {
     assert_eq!(nvme["serial"], "S64GNE0R100001");
     assert_eq!(nvme["driver"], "nvme");
     assert_eq!(nvme["abi"], "queue");
-    assert_eq!(nvme["cpu_lat_limit_us"], "-1");
+    assert_eq!(nvme["cpu_lat_limit_us"]["mode"], "off");
     assert_eq!(nvme["pci"][0].as_str().unwrap().len(), 12);
     let sda = device(&doc, "sda");
     assert_eq!(sda["transport"], "sata");

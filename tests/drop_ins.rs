@@ -165,3 +165,36 @@ fn as_root_an_untrusted_drop_in_is_refused() {
     let r = env.run(&["apply", p.to_str().unwrap()]);
     assert_eq!(r.code, 0, "{}", r.stderr);
 }
+
+#[test]
+fn drop_in_and_rule_names_are_printed_with_control_characters_escaped() {
+    let env = Env::zoo(Abi::Queue);
+    let p = env.profile("blkqos.toml", "");
+    drop_in(
+        &env,
+        "10-evil\x1b[2J\x07.toml",
+        "[[rule]]\nname = \"nvme\\u001b]0;pwned\\u0007\"\nmatch = { transport = \"nvme\" }\ncpu_lat_limit_us = 7\n",
+    );
+    let p = p.to_str().unwrap();
+    for args in [
+        vec!["check", p],
+        vec!["apply", p, "--dry-run"],
+        vec!["apply", p],
+        vec!["apply", p],
+        vec!["status"],
+    ] {
+        let r = env.run(&args);
+        assert_eq!(r.code, 0, "{args:?}: {}", r.stderr);
+        assert!(
+            !r.stdout.contains(['\x1b', '\x07']),
+            "{args:?}: raw control characters in {:?}",
+            r.stdout
+        );
+    }
+    let check = env.run(&["check", p]).stdout;
+    assert!(check.contains(r"10-evil\x1b[2J\x07.toml"), "{check}");
+    let dry = env.run(&["restore", "--dry-run"]);
+    assert_eq!(dry.code, 0, "{}", dry.stderr);
+    let plan = env.run(&["apply", p, "--dry-run"]).stdout;
+    assert!(plan.contains(r"nvme\x1b]0;pwned\x07"), "{plan}");
+}

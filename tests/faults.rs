@@ -8,24 +8,6 @@ use common::{Env, MIXED, Run};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::OnceLock;
-
-fn shim() -> &'static PathBuf {
-    static SHIM: OnceLock<PathBuf> = OnceLock::new();
-    SHIM.get_or_init(|| {
-        let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("inject.so");
-        let src = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/faults/inject.c");
-        let status = std::process::Command::new("gcc")
-            .args(["-shared", "-fPIC", "-O2", "-Wall", "-Werror", "-o"])
-            .arg(&out)
-            .arg(src)
-            .arg("-ldl")
-            .status()
-            .expect("gcc (the fault injection shim is C)");
-        assert!(status.success(), "building the shim failed");
-        out
-    })
-}
 
 /// The paths apply writes, in the order it writes them: the plan's, device
 /// by device.
@@ -48,19 +30,11 @@ fn apply_failing(env: &Env, profile: &str, k: usize, errno: i32) -> Run {
 /// writes to files whose path holds one of the `|`-separated `matches`.
 fn apply_faulty(env: &Env, profile: &str, matches: &str, at: &str, errno: i32) -> Run {
     let out = env
-        .cmd()
+        .faulty_cmd(matches, at, errno)
         .args(["apply", profile])
-        .env("LD_PRELOAD", shim())
-        .env("BLKQOS_FAULT_MATCH", matches)
-        .env("BLKQOS_FAULT_AT", at)
-        .env("BLKQOS_FAULT_ERRNO", errno.to_string())
         .output()
         .unwrap();
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
+    Run::from(out)
 }
 
 /// Attribute values (trailing newline aside: a fake file keeps whatever

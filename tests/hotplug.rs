@@ -77,6 +77,7 @@ cpu_lat_limit_us = 2
     assert_eq!(limit(&env, "nvme2n1"), "2");
     assert_eq!(limit(&env, "nvme3n1"), "2");
 
+    env.fx.remove_disk("md0");
     let r = udev(&env, "remove", &dp, &p);
     assert_eq!(r.code, 0, "{}", r.stderr);
     r.assert_stderr_has("md0: removed; put back block/nvme2n1/queue/cpu_lat_limit_us = -1");
@@ -103,6 +104,29 @@ fn remove_of_a_vanished_disk_forgets_its_saved_values() {
         "blkqos: nvme0n1: removed; forgot 1 saved value(s)\n"
     );
     assert!(env.state_json()["saved"].as_object().unwrap().is_empty());
+}
+
+#[test]
+fn remove_of_a_disk_still_present_is_refused_and_forgets_nothing() {
+    let env = Env::zoo(Abi::Queue);
+    let p = env.profile("p.toml", NVME_AUTO);
+    let dp = devpath(&env, "nvme0n1");
+    assert_eq!(udev(&env, "add", &dp, &p).code, 0);
+    let state = std::fs::read(env.state.join("state.json")).unwrap();
+    let before = env.snapshot();
+    // `udevadm trigger -c remove`, or a forged DEVPATH naming a disk that is there
+    for devpath in [dp.clone(), "/devices/virtual/block/nvme0n1".to_string()] {
+        let r = udev(&env, "remove", &devpath, &p);
+        assert_eq!(r.code, 2, "{devpath}: {}", r.stderr);
+        r.assert_stderr_has("nvme0n1 is still present");
+        assert_eq!(env.snapshot(), before, "{devpath}: nothing written");
+        assert_eq!(
+            std::fs::read(env.state.join("state.json")).unwrap(),
+            state,
+            "{devpath}: no original forgotten"
+        );
+    }
+    assert_eq!(limit(&env, "nvme0n1"), "4");
 }
 
 #[test]
@@ -236,6 +260,7 @@ fn remove_with_a_bad_profile_changes_nothing() {
     let p = env.profile("p.toml", NVME_AUTO);
     assert_eq!(env.run(&["apply", p.to_str().unwrap()]).code, 0);
     let dp = devpath(&env, "nvme0n1");
+    env.fx.remove_disk("nvme0n1");
     let state = std::fs::read(env.state.join("state.json")).unwrap();
     let before = env.snapshot();
     let bad = env.profile("bad.toml", "[[rule]]\nname = 1\n");

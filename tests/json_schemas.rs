@@ -151,10 +151,47 @@ fn a_failed_apply_lists_its_devices_in_the_apply_schema() {
     }
     let env = Env::zoo(Abi::Queue);
     let p = env.profile("p.toml", MIXED);
-    env.fx.break_attr("block/sda/queue/cpu_lat_limit_us");
-    let r = env.run(&["apply", p.to_str().unwrap(), "--json"]);
+    let r = common::Run::from(
+        env.faulty_cmd("/sda/queue/cpu_lat_limit_us", "1", libc::ENOSPC)
+            .args(["apply", p.to_str().unwrap(), "--json"])
+            .output()
+            .unwrap(),
+    );
     assert_eq!(r.code, 1, "{}", r.stderr);
     let doc = valid(&r, "apply");
     assert_eq!(doc["failure"]["kind"], "write-failed");
     assert!(!doc["devices"].as_array().unwrap().is_empty());
+}
+
+#[test]
+fn knob_values_are_typed_in_list_and_status() {
+    let env = Env::zoo(Abi::Queue);
+    let p = env.profile("p.toml", NVME_AUTO);
+    assert_eq!(env.run(&["apply", p.to_str().unwrap()]).code, 0);
+    let list = valid(&env.run(&["list", "--json"]), "list");
+    let nvme = common::device(&list, "nvme0n1");
+    assert_eq!(
+        nvme["cpu_lat_limit_us"],
+        serde_json::json!({"mode": "us", "us": 4}),
+        "{nvme}"
+    );
+    assert_eq!(nvme["cpu_lat_timeout_ms"], 3, "{nvme}");
+    let sda = common::device(&list, "sda");
+    assert_eq!(
+        sda["cpu_lat_limit_us"],
+        serde_json::json!({"mode": "off", "us": null}),
+        "{sda}"
+    );
+    let status = valid(&env.run(&["status", "--json"]), "status");
+    let target = &common::device(&status, "nvme0n1")["targets"][0];
+    assert_eq!(target["cpu_lat_limit_us"]["us"], 4, "{target}");
+    assert_eq!(target["cpu_lat_timeout_ms"], 3, "{target}");
+    // the tables still show what the kernel reports
+    let table = env.run(&["list"]).stdout;
+    assert!(
+        table
+            .lines()
+            .any(|l| l.starts_with("nvme0n1 ") && l.contains(" 4 ")),
+        "{table}"
+    );
 }

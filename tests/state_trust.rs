@@ -197,3 +197,72 @@ fn an_oversized_state_file_is_refused_without_reading_it() {
     }
     assert!(t.elapsed().as_secs() < 5, "took {:?}", t.elapsed());
 }
+
+#[test]
+fn a_state_file_that_cannot_be_trusted_makes_verify_say_it_could_not_check() {
+    let env = Env::zoo(Abi::Queue);
+    let p = env.profile("p.toml", NVME_AUTO);
+    assert_eq!(env.run(&["apply", p.to_str().unwrap()]).code, 0);
+    // a profile that covers nothing: what blkqos set should go back
+    let none = env.profile(
+        "none.toml",
+        "[[rule]]\nname = \"x\"\nmatch = { name = \"zz*\" }\ncpu_lat_limit_us = 5\n",
+    );
+    let none = none.to_str().unwrap();
+    let r = env.run(&["verify", none]);
+    assert_eq!(
+        r.code, 1,
+        "the mismatch, with the state readable: {}",
+        r.stderr
+    );
+    for (text, why) in [
+        ("{ not json".to_string(), "corrupt state file"),
+        (
+            forged("power/state", "mem"),
+            "not an attribute blkqos manages",
+        ),
+    ] {
+        fs::write(env.state.join("state.json"), &text).unwrap();
+        for args in [vec!["verify", none], vec!["verify", none, "--json"]] {
+            let r = env.run(&args);
+            assert_eq!(r.code, 2, "{why}, {args:?}: {}{}", r.stdout, r.stderr);
+            r.assert_stderr_has("state.json");
+            r.assert_stderr_has(why);
+            assert!(!r.stdout.contains("ok:"), "{args:?}: {}", r.stdout);
+        }
+        let doc = env.run(&["verify", none, "--json"]).json();
+        assert_eq!(doc["failure"]["kind"], "state", "{doc}");
+    }
+}
+
+#[test]
+fn a_state_directory_is_not_created_below_one_others_can_write_to() {
+    let env = Env::zoo(Abi::Queue);
+    let p = env.profile("p.toml", NVME_AUTO);
+    let open = env.work.join("open");
+    fs::create_dir(&open).unwrap();
+    chmod(&open, 0o777);
+    let state = open.join("run/blkqos");
+    let before = env.snapshot();
+    for args in [vec!["apply", p.to_str().unwrap()], vec!["restore"]] {
+        let r = common::Run::from(
+            std::process::Command::new(env!("CARGO_BIN_EXE_blkqos"))
+                .arg("--sysfs")
+                .arg(env.fx.root())
+                .arg("--state-dir")
+                .arg(&state)
+                .env("BLKQOS_LOG", "stderr")
+                .args(&args)
+                .output()
+                .unwrap(),
+        );
+        assert_eq!(r.code, 1, "{args:?}: {}", r.stderr);
+        r.assert_stderr_has("refusing the state directory");
+        r.assert_stderr_has("which group or others can write to");
+        assert!(
+            !open.join("run").exists(),
+            "{args:?}: created before judging"
+        );
+        assert_eq!(env.snapshot(), before, "{args:?}");
+    }
+}

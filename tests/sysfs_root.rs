@@ -76,9 +76,59 @@ fn restore_forgets_an_original_only_when_its_device_is_gone() {
         ["block/nvme0n1/queue/cpu_lat_limit_us"],
         "kept, the others restored"
     );
-    // the disk itself leaves: now its original goes
+    // the disk itself leaves: its original is the last one saved, so all
+    // of them would go at once; that takes --forget-missing
     env.fx.remove_disk("nvme0n1");
     let r = env.run(&["restore"]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert_eq!(env.state_json()["saved"].as_object().unwrap().len(), 1);
+    let r = env.run(&["restore", "--forget-missing"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(env.state_json()["saved"].as_object().unwrap().is_empty());
+}
+
+#[test]
+fn a_root_whose_saved_devices_are_all_gone_forgets_nothing_unless_told() {
+    let env = Env::zoo(Abi::Queue);
+    let p = env.profile("p.toml", NVME_AUTO);
+    let p = p.to_str().unwrap();
+    assert_eq!(env.run(&["apply", p]).code, 0);
+    let state = std::fs::read(env.state.join("state.json")).unwrap();
+    let kept = |what: &str| {
+        assert_eq!(
+            std::fs::read(env.state.join("state.json")).unwrap(),
+            state,
+            "{what}: saved originals kept"
+        );
+    };
+    // the directories of a sysfs tree, but no CPU in it: not one
+    let root = env.work.join("hollow");
+    for d in ["block", "class/block", "devices/system/cpu"] {
+        std::fs::create_dir_all(root.join(d)).unwrap();
+    }
+    let r = env.run_in(&root, &["restore"]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    r.assert_stderr_has("not a sysfs tree (no devices/system/cpu/cpuN there)");
+    kept("no cpuN");
+    // a CPU, but none of the disks whose originals are saved
+    std::fs::create_dir_all(root.join("devices/system/cpu/cpu0")).unwrap();
+    for args in [
+        vec!["restore"],
+        vec!["restore", "--dry-run"],
+        vec!["restore", "--json"],
+    ] {
+        let r = env.run_in(&root, &args);
+        assert_eq!(r.code, 2, "{args:?}: {}", r.stderr);
+        r.assert_stderr_has("saved original(s) belongs to a device that is not there");
+        r.assert_stderr_has("restore --forget-missing");
+        kept(&format!("{args:?}"));
+    }
+    // apply forgets only what a device still there no longer wants
+    let r = env.run_in(&root, &["apply", p]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    kept("apply");
+    // the disks really are all gone: told so, restore forgets them
+    let r = env.run_in(&root, &["restore", "--forget-missing"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(env.state_json()["saved"].as_object().unwrap().is_empty());
 }

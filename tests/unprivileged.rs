@@ -82,3 +82,35 @@ fn read_only_commands_work_unprivileged_and_name_what_they_could_not_read() {
     };
     assert_eq!(owner(&state_file), 0);
 }
+
+#[test]
+fn the_needs_root_hint_names_a_dry_run_each_command_has() {
+    if !is_root("no other user to drop to") {
+        return;
+    }
+    let env = Env::zoo(Abi::Queue);
+    let p = env.profile("p.toml", NVME_AUTO);
+    let p = p.to_str().unwrap();
+    assert_eq!(env.run(&["apply", p]).code, 0);
+    fs::set_permissions(&env.work, fs::Permissions::from_mode(0o755)).unwrap();
+    let devpath = format!("/{}", env.fx.dir_of("nvme0n1"));
+    for (args, hint) in [
+        (vec!["apply", p], "; --dry-run shows the plan without it"),
+        (vec!["restore"], "; --dry-run shows the plan without it"),
+        (
+            vec!["coldplug", p],
+            "; `blkqos apply PROFILE --dry-run` shows the plan without it",
+        ),
+        (
+            vec!["udev", "--action", "add", "--devpath", &devpath, p],
+            "; `blkqos apply PROFILE --device NAME --dry-run` shows the plan without it",
+        ),
+    ] {
+        let mut c = env.cmd();
+        c.uid(NOBODY).gid(NOBODY).args(&args);
+        let r = common::Run::from(c.output().unwrap());
+        assert_eq!(r.code, 2, "{args:?}: {}", r.stderr);
+        r.assert_stderr_has(&format!("{} needs root", args[0]));
+        r.assert_stderr_has(hint);
+    }
+}

@@ -513,8 +513,14 @@ check_blkqos() {
 	blkqos udev --action add --devpath "$dp/../../../.." /tmp/p.toml \
 		>>/tmp/out 2>&1
 	expect blkqos-udev-refuses-escape $? = 2
+	# a remove while the disk is there (udevadm trigger -c remove) is
+	# refused: its values and saved originals stay; the real removal is
+	# checked with udevd (udevd-remove-forgets)
 	ACTION=remove DEVPATH=$dp blkqos udev /tmp/p.toml >>/tmp/out 2>&1
-	expect blkqos-udev-remove $? = 0 -a "$(cat "$(knob nb0 limit_us)")" = -1
+	expect blkqos-udev-remove-present-refused $? = 2 \
+		-a "$(cat "$(knob nb0 limit_us)")" = 20
+	blkqos restore >>/tmp/out 2>&1
+	expect blkqos-restore-after-udev $? = 0 -a "$(cat "$(knob nb0 limit_us)")" = -1
 	grep -q . /tmp/out && sed 's/^/blkqos: /' /tmp/out
 }
 

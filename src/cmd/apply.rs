@@ -5,7 +5,7 @@ use crate::engine::{Failed, Job};
 use crate::error::Error;
 use crate::plan::{Change, DevicePlan, Plan, Scope};
 use crate::profile::Profile;
-use crate::report::{Style, Unreadable, table, warn_all};
+use crate::report::{Style, Unreadable, escape_control, table, warn_all};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -95,7 +95,7 @@ pub fn apply(
     let devices = kernel_names(devices)?;
     let scope = Scope::devices(&devices);
     if dry_run {
-        let profile = Profile::load(profile)?;
+        let profile = Profile::load_trusted(profile)?;
         let preview = ctx.engine().preview(&Job::Apply {
             profile: &profile,
             scope,
@@ -112,7 +112,7 @@ pub fn apply(
         return Ok(0);
     }
     // Validated before taking the lock: a bad profile must not touch the state dir.
-    let profile = Profile::load_for_writing(profile)?;
+    let profile = Profile::load_trusted(profile)?;
     match ctx.engine().run(&Job::Apply {
         profile: &profile,
         scope,
@@ -192,10 +192,12 @@ fn plan_table(style: Style, plan: &Plan) -> String {
     let mut rows = Vec::new();
     let mut untouched = Vec::new();
     for d in &plan.devices {
-        let Some(rule) = d.rule.clone() else {
+        let Some(rule) = d.rule.as_deref() else {
             untouched.push(d.name.as_str());
             continue;
         };
+        // a profile's strings reach the terminal too
+        let rule = escape_control(rule).into_owned();
         let limit = d.limit_text().unwrap_or_else(|| "-".into());
         if d.changes.is_empty() {
             rows.push(vec![

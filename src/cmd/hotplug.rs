@@ -36,12 +36,12 @@ pub fn udev(
             removed: Some(name.clone()),
         },
     };
-    let result = Profile::load_for_writing(profile)
+    let result = Profile::load_trusted(profile)
         .map_err(Error::from)
         .and_then(|p| {
             (ctx.engine())
                 .run(&Job::Apply { profile: &p, scope })
-                .map_err(|f| f.error)
+                .map_err(|f| f.error.for_command("udev"))
         })
         .map(|done| match event.action {
             Action::Add | Action::Change => log_plan(&with_vanished(done)),
@@ -63,14 +63,14 @@ pub fn udev(
 
 /// Entry point for `coldplug`: `apply` reporting like the udev path.
 pub fn coldplug(ctx: &Ctx, profile: &Path) -> Result<u8, Error> {
-    let profile = Profile::load_for_writing(profile)?;
+    let profile = Profile::load_trusted(profile)?;
     let done = ctx
         .engine()
         .run(&Job::Apply {
             profile: &profile,
             scope: Scope::all(),
         })
-        .map_err(|f| f.error)?;
+        .map_err(|f| f.error.for_command("coldplug"))?;
     let plan = with_vanished(done);
     log_plan(&plan);
     log::info!(

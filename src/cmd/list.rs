@@ -1,21 +1,30 @@
 //! `list`: whole disks with identity, transport, stacking, knob ABI and
 //! current values.
 
+use super::apply::LimitOut;
 use super::{Ctx, doc};
 use crate::abi::{Abi, knobs};
 use crate::discover::{self, Detail, Device, Extent};
 use crate::error::Error;
+use crate::plan::LimitMode;
 use crate::report::{escape_control, human_size, table, warn_all};
 use crate::snapshot::Snapshot;
 use crate::state::State;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
-/// The knob values of a request-based disk, as the kernel reports them.
+/// The knob values of a request-based disk: typed in the JSON document as
+/// a plan's are (a limit as mode and microseconds, the timeout a number;
+/// null where there is no knob or its value is none the kernel gives), as
+/// the kernel reports them in the tables.
 #[derive(Serialize)]
 pub struct Knobs {
-    pub cpu_lat_limit_us: Option<String>,
-    pub cpu_lat_timeout_ms: Option<String>,
+    pub cpu_lat_limit_us: Option<LimitOut>,
+    pub cpu_lat_timeout_ms: Option<u64>,
+    #[serde(skip)]
+    pub limit_text: Option<String>,
+    #[serde(skip)]
+    pub timeout_text: Option<String>,
 }
 
 impl Knobs {
@@ -25,11 +34,29 @@ impl Knobs {
                 .then(|| snap.attr(&p).map(str::to_string))
                 .flatten()
         };
+        let limit_text = read(knobs::limit_path(d.abi, &d.name));
+        let timeout_text = read(knobs::timeout_path(d.abi, &d.name));
         Knobs {
-            cpu_lat_limit_us: read(knobs::limit_path(d.abi, &d.name)),
-            cpu_lat_timeout_ms: read(knobs::timeout_path(d.abi, &d.name)),
+            cpu_lat_limit_us: limit_text.as_deref().and_then(decode_limit),
+            cpu_lat_timeout_ms: timeout_text.as_deref().and_then(|t| t.parse().ok()),
+            limit_text,
+            timeout_text,
         }
     }
+}
+
+/// A live `cpu_lat_limit_us`: `-1` (no constraint), `auto` (the kernel's
+/// choice) or microseconds.
+fn decode_limit(raw: &str) -> Option<LimitOut> {
+    let (mode, us) = match raw {
+        knobs::OFF => (LimitMode::Off, None),
+        "auto" => (LimitMode::Auto, None),
+        n => (LimitMode::Us, Some(n.parse().ok()?)),
+    };
+    Some(LimitOut {
+        mode: mode.as_str(),
+        us,
+    })
 }
 
 /// A disk in the JSON document.
@@ -123,8 +150,8 @@ pub fn list(ctx: &Ctx, json: bool, out: &mut String) -> Result<u8, Error> {
                 escape_control(&dash(d.model.as_deref())).into_owned(),
                 human_size(d.size_bytes),
                 d.abi.describe().into(),
-                dash(r.knobs.cpu_lat_limit_us.as_deref()),
-                dash(r.knobs.cpu_lat_timeout_ms.as_deref()),
+                dash(r.knobs.limit_text.as_deref()),
+                dash(r.knobs.timeout_text.as_deref()),
                 lower,
                 note,
             ]

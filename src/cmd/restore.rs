@@ -22,11 +22,13 @@ pub fn restore(
     dry_run: bool,
     json: bool,
     devices: &[String],
+    forget_missing: bool,
     out: &mut String,
 ) -> Result<u8, Error> {
     let devices = kernel_names(devices)?;
     let job = Job::Restore {
         scope: Scope::devices(&devices),
+        forget_missing,
     };
     let (plan, forgotten): (Plan, usize) = if dry_run {
         let plan = ctx.engine().preview(&job)?.plan;

@@ -68,9 +68,9 @@ struct DeviceStatus<'a> {
 
 pub fn status(ctx: &Ctx, json: bool, out: &mut String) -> Result<u8, Error> {
     let inv = discover::scan(&ctx.sysfs, Extent::All, Detail::FULL)?;
-    let (state, unreadable) = ctx
-        .engine()
-        .read_state("owning rules are not shown, and per-CPU limits blkqos set show as conflicts");
+    let (state, unreadable) = ctx.engine().read_state(
+        "owning rules are not shown, and per-CPU limits blkqos set show as conflicts",
+    )?;
     let mut idle_tables: BTreeMap<u32, Vec<IdleState>> = BTreeMap::new();
     for d in inv.visible() {
         for t in d.targets.iter().filter_map(|t| inv.get(t)) {
@@ -134,7 +134,7 @@ pub fn status(ctx: &Ctx, json: bool, out: &mut String) -> Result<u8, Error> {
             out,
             "{} rule: {}  cpus: {}  auto: {}",
             ctx.style.bold(&d.name),
-            d.rule.as_deref().unwrap_or("-"),
+            escape_control(d.rule.as_deref().unwrap_or("-")),
             if d.cpus.is_empty() {
                 "-".into()
             } else {
@@ -147,14 +147,8 @@ pub fn status(ctx: &Ctx, json: bool, out: &mut String) -> Result<u8, Error> {
                 vec![
                     format!("  {}", t.name),
                     t.abi.into(),
-                    t.knobs
-                        .cpu_lat_limit_us
-                        .clone()
-                        .unwrap_or_else(|| "-".into()),
-                    t.knobs
-                        .cpu_lat_timeout_ms
-                        .clone()
-                        .unwrap_or_else(|| "-".into()),
+                    t.knobs.limit_text.clone().unwrap_or_else(|| "-".into()),
+                    t.knobs.timeout_text.clone().unwrap_or_else(|| "-".into()),
                     format_cpus(&t.cpus),
                 ]
             })

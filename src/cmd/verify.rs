@@ -6,7 +6,7 @@ use crate::engine::Job;
 use crate::error::{EXIT_FAILED, Error};
 use crate::plan::Scope;
 use crate::profile::Profile;
-use crate::report::{table, warn_all};
+use crate::report::{escape_control, table, warn_all};
 use serde::Serialize;
 use std::fmt::Write as _;
 use std::path::Path;
@@ -27,6 +27,7 @@ pub fn verify(ctx: &Ctx, profile: &Path, json: bool, out: &mut String) -> Result
     })?;
     let plan = preview.plan;
     let ok = plan.is_empty();
+    let shown = escape_control(&profile_path.display().to_string()).into_owned();
     if json {
         let devices: Vec<Verified> = (plan.devices.iter())
             .map(|d| Verified {
@@ -51,12 +52,7 @@ pub fn verify(ctx: &Ctx, profile: &Path, json: bool, out: &mut String) -> Result
             .map(|c| vec![c.path.clone(), c.before.clone(), c.after.clone()])
             .collect();
         if ok {
-            let _ = writeln!(
-                out,
-                "{} live values match {}",
-                ctx.style.good("ok:"),
-                profile_path.display()
-            );
+            let _ = writeln!(out, "{} live values match {}", ctx.style.good("ok:"), shown);
         } else {
             out.push_str(&table(ctx.style, &["PATH", "LIVE", "WANTED"], &rows));
             let _ = writeln!(
@@ -64,7 +60,7 @@ pub fn verify(ctx: &Ctx, profile: &Path, json: bool, out: &mut String) -> Result
                 "{} {} value(s) differ from {}",
                 ctx.style.bad("mismatch:"),
                 rows.len(),
-                profile_path.display()
+                shown
             );
         }
         warn_all(&plan.warnings);

@@ -85,6 +85,19 @@ impl Env {
         Run::from(out)
     }
 
+    /// The binary with the LD_PRELOAD shim (tests/faults/inject.c) failing
+    /// the writes numbered in `at` ("3,5") with `errno`, counting the
+    /// writes to files whose path holds one of the `|`-separated `matches`:
+    /// a real failed write(2), on a tree that reads as sysfs does.
+    pub fn faulty_cmd(&self, matches: &str, at: &str, errno: i32) -> Command {
+        let mut c = self.cmd();
+        c.env("LD_PRELOAD", fault_shim())
+            .env("BLKQOS_FAULT_MATCH", matches)
+            .env("BLKQOS_FAULT_AT", at)
+            .env("BLKQOS_FAULT_ERRNO", errno.to_string());
+        c
+    }
+
     /// Run with `--sysfs root` instead of the fixture's tree.
     pub fn run_in(&self, root: &Path, args: &[&str]) -> Run {
         let out: Output = self
@@ -96,6 +109,25 @@ impl Env {
             .unwrap();
         Run::from(out)
     }
+}
+
+/// The fault injection shim, built once per test binary.
+pub fn fault_shim() -> &'static PathBuf {
+    static SHIM: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    SHIM.get_or_init(|| {
+        let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("inject-{}.so", std::process::id()));
+        let src = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/faults/inject.c");
+        let status = Command::new("gcc")
+            .args(["-shared", "-fPIC", "-O2", "-Wall", "-Werror", "-o"])
+            .arg(&out)
+            .arg(src)
+            .arg("-ldl")
+            .status()
+            .expect("gcc (the fault injection shim is C)");
+        assert!(status.success(), "building the shim failed");
+        out
+    })
 }
 
 impl From<Output> for Run {

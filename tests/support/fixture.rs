@@ -149,14 +149,6 @@ impl Fixture {
             .to_string()
     }
 
-    /// Make an attribute fail on write (ENOSPC) while reading as garbage: a
-    /// real I/O error for the rollback tests, without any test hook.
-    pub fn break_attr(&self, rel: &str) {
-        let p = self.root.join(rel);
-        fs::remove_file(&p).unwrap_or_else(|e| panic!("rm {rel}: {e}"));
-        symlink("/dev/full", &p).unwrap_or_else(|e| panic!("ln {rel}: {e}"));
-    }
-
     /// Lay out NVMe multipath heads as Linux 6.14 and later do, with a
     /// `multipath/` link to each path; by default they have none, as in 6.12.
     pub fn set_multipath_links(&mut self, on: bool) {
