@@ -114,6 +114,11 @@ pub enum Command {
         /// Print one JSON document: the files read, or the error
         #[arg(long)]
         json: bool,
+        /// Skip the owner and mode checks of the file and its directories:
+        /// for a temporary copy checked before it is installed (Ansible's
+        /// validate), which apply checks again where it is installed
+        #[arg(long)]
+        no_owner_check: bool,
     },
     /// Apply a profile: write what differs, read back, roll back on failure
     Apply {

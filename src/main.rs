@@ -83,7 +83,11 @@ fn run(ctx: &Ctx, command: &Command, out: &mut String) -> Result<u8, Error> {
     }
     match command {
         Command::List { json } => cmd::list::list(ctx, *json, out),
-        Command::Check { profile, json } => cmd::check::check(profile, *json, out),
+        Command::Check {
+            profile,
+            json,
+            no_owner_check,
+        } => cmd::check::check(profile, *json, !*no_owner_check, out),
         Command::Apply {
             profile,
             dry_run,

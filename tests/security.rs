@@ -69,6 +69,10 @@ fn as_root_a_profile_others_could_change_is_refused_by_apply_check_and_dry_run()
     chmod(&dir, 0o755);
     chown(&p, Some(65534), None).unwrap();
     assert!(apply("owned by nobody").contains("owned by uid 65534"));
+    // a temporary copy validated before it is installed (Ansible's
+    // validate, as the login user's file) is judged on its contents only
+    let r = env.run(&["check", "--no-owner-check", p.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "check --no-owner-check: {}", r.stderr);
     // verify reports on the machine, whoever could edit the profile
     let r = env.run(&["verify", p.to_str().unwrap()]);
     assert_eq!(r.code, 1, "verify reads it (and finds the mismatch)");

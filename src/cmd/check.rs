@@ -7,8 +7,14 @@ use crate::report::escape_control;
 use std::fmt::Write as _;
 use std::path::Path;
 
-pub fn check(profile: &Path, json: bool, out: &mut String) -> Result<u8, Error> {
-    let p = Profile::load_trusted(profile)?;
+/// Entry point of `blkqos check`. `trusted`: refuse, as root, a profile
+/// others could have changed, as `apply` does.
+pub fn check(profile: &Path, json: bool, trusted: bool, out: &mut String) -> Result<u8, Error> {
+    let p = if trusted {
+        Profile::load_trusted(profile)?
+    } else {
+        Profile::load(profile)?
+    };
     if json {
         let mut d = doc("check", false, false, [(); 0], &[], &[], None);
         d.files = super::file_names(&p);
