@@ -42,6 +42,13 @@ pub enum Error {
     },
     #[error("{0}")]
     Usage(String),
+    #[error("{}: cannot write the metrics: {source}", path.display())]
+    Output {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("the terminal: {0}")]
+    Terminal(std::io::Error),
 }
 
 /// Where an error points: a file, and a line and column in it.
@@ -70,7 +77,8 @@ impl Error {
             Error::NotSysfs(_) => "not-sysfs",
             Error::NeedsRoot { .. } => "needs-root",
             Error::Usage(_) => "usage",
-            Error::Scan(_) => "internal",
+            Error::Output { .. } => "write-failed",
+            Error::Scan(_) | Error::Terminal(_) => "internal",
         }
     }
 
@@ -96,6 +104,7 @@ impl Error {
             Error::State(state)
             | Error::Write(WriteError::State(state))
             | Error::NeedsRoot { cause: state, .. } => file(state.path()),
+            Error::Output { path, .. } => file(path),
             _ => Location::default(),
         }
     }
@@ -112,7 +121,9 @@ impl Error {
             Error::Plan(PlanError::Read { .. })
             | Error::Write(_)
             | Error::State(_)
-            | Error::Scan(_) => EXIT_FAILED,
+            | Error::Scan(_)
+            | Error::Output { .. }
+            | Error::Terminal(_) => EXIT_FAILED,
         }
     }
 }
