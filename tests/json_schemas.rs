@@ -183,7 +183,9 @@ fn status_shows_each_cpus_lease_where_the_kernel_has_one() {
     );
     let table = env.run(&["status"]);
     assert!(
-        table.stdout.contains("lease (limit/left): cpu0=- cpu1=4us/2500us"),
+        table
+            .stdout
+            .contains("lease (limit/left): cpu0=- cpu1=4us/2500us"),
         "{}",
         table.stdout
     );
