@@ -11,11 +11,8 @@ pub const SECTOR_BYTES: u64 = 512;
 pub struct DiskStat {
     pub reads: u64,
     pub read_sectors: u64,
-    pub read_ms: u64,
     pub writes: u64,
     pub write_sectors: u64,
-    pub write_ms: u64,
-    pub in_flight: u64,
     /// Time the disk had I/O in flight.
     pub io_ms: u64,
     /// Time in queue: I/O time weighted by the number in flight.
@@ -32,16 +29,17 @@ pub fn parse(text: &str) -> Option<DiskStat> {
     let f: Vec<u64> = (text.split_ascii_whitespace().take(11))
         .map(|v| v.parse().ok())
         .collect::<Option<_>>()?;
+    // merges, per-direction times and I/Os in flight are not reported
     let &[
         reads,
         _,
         read_sectors,
-        read_ms,
+        _,
         writes,
         _,
         write_sectors,
-        write_ms,
-        in_flight,
+        _,
+        _,
         io_ms,
         queue_ms,
     ] = f.as_slice()
@@ -51,11 +49,8 @@ pub fn parse(text: &str) -> Option<DiskStat> {
     Some(DiskStat {
         reads,
         read_sectors,
-        read_ms,
         writes,
         write_sectors,
-        write_ms,
-        in_flight,
         io_ms,
         queue_ms,
     })
@@ -69,9 +64,9 @@ mod tests {
     fn the_kernels_stat_line_with_or_without_discard_and_flush_fields() {
         let line = "  1200  3 96000  410   800  5 64000  900  2  1300  1310  0 0 0 0  7 12\n";
         let s = parse(line).expect("parses");
-        assert_eq!((s.reads, s.read_sectors, s.read_ms), (1200, 96000, 410));
-        assert_eq!((s.writes, s.write_sectors, s.write_ms), (800, 64000, 900));
-        assert_eq!((s.in_flight, s.io_ms, s.queue_ms), (2, 1300, 1310));
+        assert_eq!((s.reads, s.read_sectors), (1200, 96000));
+        assert_eq!((s.writes, s.write_sectors), (800, 64000));
+        assert_eq!((s.io_ms, s.queue_ms), (1300, 1310));
         assert_eq!(
             parse(
                 &line
