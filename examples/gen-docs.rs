@@ -187,6 +187,14 @@ fn extra_sections(cmd: &Command) -> Result<String, std::fmt::Error> {
             "/usr/lib/systemd/system/blkqos.service".to_string(),
             "Runs \\fBblkqos coldplug\\fR at boot and \\fBblkqos restore\\fR when stopped.".to_string(),
         ),
+        (
+            "/usr/lib/systemd/system/blkqos-metrics.timer".to_string(),
+            "Runs \\fBblkqos metrics \\-\\-output\\fR every 15 s (\\fBblkqos-metrics.service\\fR) for the node_exporter textfile collector; installed disabled: \\fBsystemctl enable \\-\\-now blkqos-metrics.timer\\fR.".to_string(),
+        ),
+        (
+            "/var/lib/prometheus/node-exporter/blkqos.prom".to_string(),
+            "What the timer writes, replaced atomically; the metric reference is in the README.".to_string(),
+        ),
     ] {
         writeln!(s, ".TP\n.I {}\n{what}", roff(&path))?;
     }

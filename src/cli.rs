@@ -202,6 +202,25 @@ pub enum Command {
         #[arg(default_value = DEFAULT_PROFILE)]
         profile: PathBuf,
     },
+    /// Knobs, leases, idle-state and I/O counters as Prometheus text (for
+    /// the node_exporter textfile collector)
+    Metrics {
+        /// The profile the rule labels come from; without a readable one
+        /// they are empty (a warning says why) and the rest is printed
+        #[arg(default_value = DEFAULT_PROFILE)]
+        profile: PathBuf,
+        /// Write FILE atomically (mode 0644) instead of printing: a
+        /// temporary beside it, fsync, rename
+        #[arg(long, value_name = "FILE")]
+        output: Option<PathBuf>,
+    },
+    /// Live view: per disk IOPS and the limit in force, per CPU the share of
+    /// time in each idle state and the lease; q quits
+    Top {
+        /// Seconds between refreshes (0.1 to 3600)
+        #[arg(long, default_value = "1", value_name = "SECONDS", value_parser = parse_interval)]
+        interval: Duration,
+    },
 }
 
 impl Command {
@@ -217,8 +236,9 @@ impl Command {
     }
 
     /// Every subcommand's name.
-    pub const NAMES: [&'static str; 9] = [
+    pub const NAMES: [&'static str; 11] = [
         "list", "check", "apply", "verify", "restore", "status", "explain", "udev", "coldplug",
+        "metrics", "top",
     ];
 
     /// The subcommand's name, as typed.
@@ -233,6 +253,8 @@ impl Command {
             Command::Explain { .. } => "explain",
             Command::Udev { .. } => "udev",
             Command::Coldplug { .. } => "coldplug",
+            Command::Metrics { .. } => "metrics",
+            Command::Top { .. } => "top",
         }
     }
 }
@@ -245,6 +267,16 @@ fn parse_seconds(s: &str) -> Result<Duration, String> {
         .filter(|v| (0.0..=86_400.0).contains(v))
         .map(Duration::from_secs_f64)
         .ok_or_else(|| format!("{s:?}: expected a number of seconds from 0 to 86400"))
+}
+
+/// A refresh interval: long enough not to spin, short enough to watch.
+fn parse_interval(s: &str) -> Result<Duration, String> {
+    s.trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|v| (0.1..=3600.0).contains(v))
+        .map(Duration::from_secs_f64)
+        .ok_or_else(|| format!("{s:?}: expected a number of seconds from 0.1 to 3600"))
 }
 
 /// Where the package installs the profile the udev rule and the boot unit use.
@@ -302,12 +334,13 @@ mod tests {
                 | Command::Apply { profile, .. }
                 | Command::Verify { profile, .. }
                 | Command::Udev { profile, .. }
-                | Command::Coldplug { profile } => profile,
+                | Command::Coldplug { profile }
+                | Command::Metrics { profile, .. } => profile,
                 Command::Explain { args, .. } => Command::explain_args(&args).0,
                 other => panic!("{} takes no profile", other.name()),
             }
         };
-        for cmd in ["check", "apply", "verify", "udev", "coldplug"] {
+        for cmd in ["check", "apply", "verify", "udev", "coldplug", "metrics"] {
             assert_eq!(profile(&["blkqos", cmd]), PathBuf::from(DEFAULT_PROFILE));
             assert_eq!(
                 profile(&["blkqos", cmd, "my.toml"]),

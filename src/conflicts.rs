@@ -7,8 +7,56 @@ use crate::idle;
 use crate::state::State;
 use crate::sysfs::Sysfs;
 use std::collections::BTreeMap;
+use std::fmt;
 use std::fs;
 use std::path::Path;
+
+/// What kind of thing works against blkqos, for counting (`metrics`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Kind {
+    IdleStateDisabled,
+    ResumeLatency,
+    CpuDmaLatency,
+    UdevRule,
+    Tuned,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 5] = [
+        Kind::IdleStateDisabled,
+        Kind::ResumeLatency,
+        Kind::CpuDmaLatency,
+        Kind::UdevRule,
+        Kind::Tuned,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::IdleStateDisabled => "idle-state-disabled",
+            Kind::ResumeLatency => "resume-latency",
+            Kind::CpuDmaLatency => "cpu-dma-latency",
+            Kind::UdevRule => "udev-rule",
+            Kind::Tuned => "tuned",
+        }
+    }
+}
+
+/// One finding: its kind, and the sentence `status` prints.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Conflict {
+    pub kind: Kind,
+    pub message: String,
+}
+
+impl fmt::Display for Conflict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+fn conflict(kind: Kind, message: String) -> Conflict {
+    Conflict { kind, message }
+}
 
 /// Attributes another tool might set too.
 const WATCHED: [&str; 3] = [
@@ -19,7 +67,7 @@ const WATCHED: [&str; 3] = [
 
 /// What the sysfs tree shows: idle states switched off and per-CPU resume
 /// latencies that are not blkqos's own.
-pub fn in_sysfs(sysfs: &Sysfs, state: &State) -> Vec<String> {
+pub fn in_sysfs(sysfs: &Sysfs, state: &State) -> Vec<Conflict> {
     let mut disabled: BTreeMap<String, Vec<u32>> = BTreeMap::new();
     let mut found = Vec::new();
     for cpu_dir in sysfs.list("devices/system/cpu") {
@@ -39,19 +87,25 @@ pub fn in_sysfs(sysfs: &Sysfs, state: &State) -> Vec<String> {
             .attr(&path)
             .filter(|v| v != "0" && !state.saved.contains_key(&path))
         {
-            found.push(format!(
-                "cpu{cpu}: pm_qos_resume_latency_us = {v} was set outside blkqos \
-                 (a static limit on that CPU)"
+            found.push(conflict(
+                Kind::ResumeLatency,
+                format!(
+                    "cpu{cpu}: pm_qos_resume_latency_us = {v} was set outside blkqos \
+                     (a static limit on that CPU)"
+                ),
             ));
         }
     }
     for (name, cpus) in disabled {
         found.insert(
             0,
-            format!(
-                "idle state {name} is disabled by hand on cpu {}: those CPUs never \
-                 enter it, whatever blkqos sets",
-                idle::format_cpus(&cpus)
+            conflict(
+                Kind::IdleStateDisabled,
+                format!(
+                    "idle state {name} is disabled by hand on cpu {}: those CPUs never \
+                     enter it, whatever blkqos sets",
+                    idle::format_cpus(&cpus)
+                ),
             ),
         );
     }
@@ -61,7 +115,7 @@ pub fn in_sysfs(sysfs: &Sysfs, state: &State) -> Vec<String> {
 /// What the host shows: processes holding /dev/cpu_dma_latency (a global
 /// limit for as long as they keep it open), other udev rules that write the
 /// watched attributes, and a TuneD profile that forces a latency.
-pub fn on_host(etc: &Path, lib: &Path, proc: &Path) -> Vec<String> {
+pub fn on_host(etc: &Path, lib: &Path, proc: &Path) -> Vec<Conflict> {
     let mut found = Vec::new();
     for entry in read_dir(proc) {
         let pid = entry.file_name().to_string_lossy().into_owned();
@@ -73,10 +127,13 @@ pub fn on_host(etc: &Path, lib: &Path, proc: &Path) -> Vec<String> {
         });
         if holds {
             let comm = fs::read_to_string(entry.path().join("comm")).unwrap_or_default();
-            found.push(format!(
-                "pid {pid} ({}) holds /dev/cpu_dma_latency: a global limit on every CPU \
-                 while it stays open",
-                comm.trim()
+            found.push(conflict(
+                Kind::CpuDmaLatency,
+                format!(
+                    "pid {pid} ({}) holds /dev/cpu_dma_latency: a global limit on every CPU \
+                     while it stays open",
+                    comm.trim()
+                ),
             ));
         }
     }
@@ -88,9 +145,9 @@ pub fn on_host(etc: &Path, lib: &Path, proc: &Path) -> Vec<String> {
             }
             let text = fs::read_to_string(rule.path()).unwrap_or_default();
             for attr in WATCHED.iter().filter(|a| text.contains(*a)) {
-                found.push(format!(
-                    "{}: another udev rule sets {attr}",
-                    rule.path().display()
+                found.push(conflict(
+                    Kind::UdevRule,
+                    format!("{}: another udev rule sets {attr}", rule.path().display()),
                 ));
             }
         }
@@ -108,9 +165,12 @@ pub fn on_host(etc: &Path, lib: &Path, proc: &Path) -> Vec<String> {
                 .lines()
                 .any(|l| l.trim_start().starts_with("force_latency"))
             {
-                found.push(format!(
-                    "TuneD profile {profile} sets force_latency: it holds \
-                     /dev/cpu_dma_latency for every CPU"
+                found.push(conflict(
+                    Kind::Tuned,
+                    format!(
+                        "TuneD profile {profile} sets force_latency: it holds \
+                         /dev/cpu_dma_latency for every CPU"
+                    ),
                 ));
             }
         }
@@ -161,6 +221,9 @@ mod tests {
             },
         );
         let found = in_sysfs(&sysfs, &state);
+        let kinds: Vec<Kind> = found.iter().map(|c| c.kind).collect();
+        assert_eq!(kinds, [Kind::IdleStateDisabled, Kind::ResumeLatency]);
+        let found: Vec<String> = found.into_iter().map(|c| c.message).collect();
         assert_eq!(found.len(), 2, "{found:?}");
         assert!(
             found[0].contains("disabled by hand on cpu 2-3"),
@@ -203,6 +266,9 @@ mod tests {
             "[cpu]\nforce_latency=cstate.id_no_zero:1|3\n",
         );
         let found = on_host(&etc, &lib, &proc);
+        let kinds: Vec<Kind> = found.iter().map(|c| c.kind).collect();
+        assert_eq!(kinds, [Kind::CpuDmaLatency, Kind::UdevRule, Kind::Tuned]);
+        let found: Vec<String> = found.into_iter().map(|c| c.message).collect();
         assert_eq!(found.len(), 3, "{found:?}");
         assert!(found[0].starts_with("pid 4242 (latencyd) holds"));
         assert!(found[1].contains("60-nvme.rules: another udev rule sets cpu_lat_limit_us"));

@@ -45,6 +45,13 @@ pub enum Error {
     },
     #[error("{0}")]
     Usage(String),
+    #[error("{}: cannot write the metrics: {source}", path.display())]
+    Output {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("the terminal: {0}")]
+    Terminal(std::io::Error),
 }
 
 /// The dry run that shows what `command` would do: its own, or apply's
@@ -95,7 +102,8 @@ impl Error {
             Error::NotSysfs(_) => "not-sysfs",
             Error::NeedsRoot { .. } => "needs-root",
             Error::Usage(_) => "usage",
-            Error::Scan(_) => "internal",
+            Error::Output { .. } => "write-failed",
+            Error::Scan(_) | Error::Terminal(_) => "internal",
         }
     }
 
@@ -121,6 +129,7 @@ impl Error {
             Error::State(state)
             | Error::Write(WriteError::State(state))
             | Error::NeedsRoot { cause: state, .. } => file(state.path()),
+            Error::Output { path, .. } => file(path),
             _ => Location::default(),
         }
     }
@@ -139,7 +148,9 @@ impl Error {
             Error::Plan(PlanError::Read { .. })
             | Error::Write(_)
             | Error::State(_)
-            | Error::Scan(_) => EXIT_FAILED,
+            | Error::Scan(_)
+            | Error::Output { .. }
+            | Error::Terminal(_) => EXIT_FAILED,
         }
     }
 }

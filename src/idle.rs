@@ -76,6 +76,65 @@ pub fn auto_limit<'a>(tables: impl IntoIterator<Item = &'a [IdleState]>) -> Opti
         .min_by_key(|(lat, _)| *lat)
 }
 
+/// A CPU's idle-latency lease as the patched kernel reports it in
+/// `cpuidle/cpu_lat_lease`: the lease renewed by every I/O of a device
+/// with a limit, lapsing its timeout after the last one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lease {
+    /// No lease holds: the CPU may enter any enabled state.
+    Free,
+    /// States deeper than `limit_us` stay off for `left_us` more.
+    Held { limit_us: u64, left_us: u64 },
+}
+
+pub fn cpu_lease_path(cpu: u32) -> String {
+    format!("devices/system/cpu/cpu{cpu}/cpuidle/cpu_lat_lease")
+}
+
+/// The CPU's lease; `None` on a kernel without the attribute (one without
+/// the series, or no cpuidle driver) or when it reads as something else.
+pub fn cpu_lease(sysfs: &Sysfs, cpu: u32) -> Option<Lease> {
+    parse_lease(&sysfs.attr(&cpu_lease_path(cpu))?)
+}
+
+/// `"<limit_us> <left_us>"`, `"-1 0"` when no lease holds.
+pub fn parse_lease(text: &str) -> Option<Lease> {
+    let mut fields = text.split_ascii_whitespace();
+    let (limit, left) = (fields.next()?, fields.next()?);
+    if fields.next().is_some() {
+        return None;
+    }
+    let left_us: u64 = left.parse().ok()?;
+    if limit == "-1" {
+        return Some(Lease::Free);
+    }
+    Some(Lease::Held {
+        limit_us: limit.parse().ok()?,
+        left_us,
+    })
+}
+
+/// A counter of one idle state that `IdleState` does not carry (`above`,
+/// `below`: entries that were too shallow or too deep for the idle period,
+/// what a limit trades); `None` where the kernel does not report it.
+pub fn state_counter(sysfs: &Sysfs, cpu: u32, index: u32, name: &str) -> Option<u64> {
+    (sysfs.attr(&format!(
+        "devices/system/cpu/cpu{cpu}/cpuidle/state{index}/{name}"
+    )))?
+    .trim()
+    .parse()
+    .ok()
+}
+
+/// Every CPU directory in the tree (`cpuN`), in order.
+pub fn present_cpus(sysfs: &Sysfs) -> Vec<u32> {
+    let mut cpus: Vec<u32> = (sysfs.list("devices/system/cpu").iter())
+        .filter_map(|d| d.strip_prefix("cpu")?.parse().ok())
+        .collect();
+    cpus.sort_unstable();
+    cpus
+}
+
 /// Linux's NR_CPUS tops out at 8192; leave room.
 const MAX_CPUS: u32 = 65536;
 
@@ -178,6 +237,21 @@ mod tests {
         ];
         assert_eq!(auto_choice(&t).unwrap().latency_us, 18);
         assert!(auto_choice(&[]).is_none());
+    }
+
+    #[test]
+    fn leases_as_the_kernel_prints_them() {
+        assert_eq!(parse_lease("-1 0\n"), Some(Lease::Free));
+        assert_eq!(
+            parse_lease("4 2875\n"),
+            Some(Lease::Held {
+                limit_us: 4,
+                left_us: 2875
+            })
+        );
+        for bad in ["", "4", "4 x", "x 0", "4 1 2", "-2 0"] {
+            assert_eq!(parse_lease(bad), None, "{bad:?}");
+        }
     }
 
     #[test]

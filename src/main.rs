@@ -112,6 +112,10 @@ fn run(ctx: &Ctx, command: &Command, out: &mut String) -> Result<u8, Error> {
             profile,
         } => cmd::hotplug::udev(ctx, action.as_deref(), devpath.as_deref(), profile),
         Command::Coldplug { profile } => cmd::hotplug::coldplug(ctx, profile),
+        Command::Metrics { profile, output } => {
+            cmd::metrics::metrics(ctx, profile, output.as_deref(), out)
+        }
+        Command::Top { interval } => cmd::top::top(ctx, *interval),
     }
 }
 
@@ -126,6 +130,9 @@ fn wants_json(c: &Command) -> Option<bool> {
         Command::Apply { json, dry_run, .. } | Command::Restore { json, dry_run, .. } => {
             json.then_some(*dry_run)
         }
-        Command::Udev { .. } | Command::Coldplug { .. } => None,
+        Command::Udev { .. }
+        | Command::Coldplug { .. }
+        | Command::Metrics { .. }
+        | Command::Top { .. } => None,
     }
 }

@@ -75,6 +75,7 @@ fn layout(root: &Path) -> Vec<String> {
         }
         let c = format!("devices/system/cpu/{c}");
         add(&format!("{c}/power/pm_qos_resume_latency_us"));
+        add(&format!("{c}/cpuidle/cpu_lat_lease"));
         for s in names(root, &format!("{c}/cpuidle")) {
             if !s.starts_with("state") {
                 continue;

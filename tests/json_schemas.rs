@@ -195,3 +195,47 @@ fn knob_values_are_typed_in_list_and_status() {
         "{table}"
     );
 }
+
+#[test]
+fn status_shows_each_cpus_lease_where_the_kernel_has_one() {
+    let env = Env::zoo(Abi::Queue);
+    env.fx.set_lease(1, Some((4, 2500)));
+    let doc = valid(&env.run(&["status", "--json"]), "status");
+    let nvme = (doc["devices"].as_array().unwrap().iter())
+        .find(|d| d["name"] == "nvme0n1")
+        .unwrap();
+    let lease = |cpu: u64| {
+        (nvme["cpus"].as_array().unwrap().iter())
+            .find(|c| c["cpu"] == cpu)
+            .unwrap()["lease"]
+            .clone()
+    };
+    assert_eq!(
+        lease(1),
+        serde_json::json!({"held": true, "limit_us": 4, "left_us": 2500})
+    );
+    assert_eq!(
+        lease(0),
+        serde_json::json!({"held": false, "limit_us": null, "left_us": 0})
+    );
+    let table = env.run(&["status"]);
+    assert!(
+        table
+            .stdout
+            .contains("lease (limit/left): cpu0=- cpu1=4us/2500us"),
+        "{}",
+        table.stdout
+    );
+
+    // kernels without the series (and the RFC layout) have no lease
+    for abi in [Abi::None, Abi::Disk] {
+        let env = Env::zoo(abi);
+        let doc = valid(&env.run(&["status", "--json"]), "status");
+        let cpus: Vec<&Value> = (doc["devices"].as_array().unwrap().iter())
+            .flat_map(|d| d["cpus"].as_array().unwrap())
+            .collect();
+        assert!(!cpus.is_empty());
+        assert!(cpus.iter().all(|c| c["lease"].is_null()), "{cpus:?}");
+        assert!(!env.run(&["status"]).stdout.contains("lease"));
+    }
+}

@@ -159,6 +159,7 @@ nvme_layout_lines() {
 	for c in /sys/devices/system/cpu/cpu[0-9]*; do
 		c=devices/system/cpu/${c##*/}
 		nvme_layout_path $c/power/pm_qos_resume_latency_us
+		nvme_layout_path $c/cpuidle/cpu_lat_lease
 		for s in /sys/$c/cpuidle/state*; do
 			for a in name latency residency disable usage time; do
 				nvme_layout_path $c/cpuidle/${s##*/}/$a

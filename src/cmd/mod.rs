@@ -8,8 +8,10 @@ pub mod check;
 pub mod explain;
 pub mod hotplug;
 pub mod list;
+pub mod metrics;
 pub mod restore;
 pub mod status;
+pub mod top;
 pub mod verify;
 
 use crate::devname;

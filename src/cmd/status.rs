@@ -6,7 +6,7 @@ use super::{Ctx, doc};
 use crate::conflicts;
 use crate::discover::{self, Detail, Extent};
 use crate::error::Error;
-use crate::idle::{self, IdleState, format_cpus};
+use crate::idle::{self, IdleState, Lease, format_cpus};
 use crate::report::{Style, escape_control, table, warn_all};
 use crate::snapshot::Snapshot;
 use serde::Serialize;
@@ -44,7 +44,34 @@ struct CpuStatus<'a> {
     cpu: u32,
     /// The per-CPU PM QoS resume latency ("0" = no constraint, "n/a" = none tolerated).
     pm_qos_resume_latency_us: Option<String>,
+    /// The live lease (`cpuidle/cpu_lat_lease`); null on a kernel without it.
+    lease: Option<LeaseOut>,
     states: Vec<IdleStateOut<'a>>,
+}
+
+#[derive(Serialize)]
+struct LeaseOut {
+    held: bool,
+    /// The held lease's exit-latency limit; null while none holds.
+    limit_us: Option<u64>,
+    left_us: u64,
+}
+
+impl From<Lease> for LeaseOut {
+    fn from(l: Lease) -> Self {
+        match l {
+            Lease::Free => LeaseOut {
+                held: false,
+                limit_us: None,
+                left_us: 0,
+            },
+            Lease::Held { limit_us, left_us } => LeaseOut {
+                held: true,
+                limit_us: Some(limit_us),
+                left_us,
+            },
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -114,6 +141,7 @@ pub fn status(ctx: &Ctx, json: bool, out: &mut String) -> Result<u8, Error> {
             .map(|&c| CpuStatus {
                 cpu: c,
                 pm_qos_resume_latency_us: ctx.sysfs.attr(&idle::cpu_resume_latency_path(c)),
+                lease: idle::cpu_lease(&ctx.sysfs, c).map(LeaseOut::from),
                 states: table_of(c).iter().map(IdleStateOut::from).collect(),
             })
             .collect();
@@ -169,6 +197,18 @@ pub fn status(ctx: &Ctx, json: bool, out: &mut String) -> Result<u8, Error> {
             .collect();
         if !per_cpu.is_empty() {
             let _ = writeln!(out, "  pm_qos_resume_latency_us: {}", per_cpu.join(" "));
+        }
+        let leases: Vec<String> = (d.cpus.iter())
+            .filter_map(|c| {
+                let l = c.lease.as_ref()?;
+                Some(match l.limit_us {
+                    Some(us) => format!("cpu{}={us}us/{}us", c.cpu, l.left_us),
+                    None => format!("cpu{}=-", c.cpu),
+                })
+            })
+            .collect();
+        if !leases.is_empty() {
+            let _ = writeln!(out, "  lease (limit/left): {}", leases.join(" "));
         }
         out.push_str(&residency_table(ctx.style, &d.cpus));
         out.push('\n');

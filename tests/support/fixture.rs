@@ -134,7 +134,48 @@ impl Fixture {
                 &format!("{s}/time"),
                 &(250_000 * (i as u64 + 1)).to_string(),
             );
+            self.put(&format!("{s}/above"), &(10 * i as u64).to_string());
+            self.put(&format!("{s}/below"), &(20 * i as u64).to_string());
         }
+        // The lease attribute comes with the queue knobs (kernel-patch/),
+        // in the cpuidle directory, which only a CPU with a driver has.
+        if self.abi == Abi::Queue && !states.is_empty() {
+            self.set_lease(cpu, None);
+        }
+    }
+
+    /// The CPU's live lease as the patched kernel reports it: `Some((limit
+    /// us, us left))`, or `None` for no lease ("-1 0").
+    pub fn set_lease(&self, cpu: u32, lease: Option<(u64, u64)>) {
+        let value = lease.map_or("-1 0".to_string(), |(limit, left)| {
+            format!("{limit} {left}")
+        });
+        self.put(
+            &format!("devices/system/cpu/cpu{cpu}/cpuidle/cpu_lat_lease"),
+            &value,
+        );
+    }
+
+    /// A disk's `stat` after `reads` and `writes` I/Os of 4 KiB, each taking
+    /// a millisecond.
+    pub fn set_stat(&self, disk: &str, reads: u64, writes: u64) {
+        let fields = [
+            reads,
+            0,
+            reads * 8,
+            reads,
+            writes,
+            0,
+            writes * 8,
+            writes,
+            0,
+            reads + writes,
+            reads + writes,
+        ];
+        let mut line: Vec<String> = fields.iter().map(u64::to_string).collect();
+        // discard and flush counters, as 6.12 prints them
+        line.extend(std::iter::repeat_n("0".to_string(), 6));
+        self.put(&format!("block/{disk}/stat"), &line.join(" "));
     }
 
     /// Write an attribute (relative to the root).
@@ -197,6 +238,7 @@ impl Fixture {
         self.put(&p("removable"), if opts.removable { "1" } else { "0" });
         self.put(&p("hidden"), if opts.hidden { "1" } else { "0" });
         self.put(&p("ro"), "0");
+        self.put(&p("stat"), &["0"; 17].join(" "));
         self.put(
             &p("uevent"),
             &format!(

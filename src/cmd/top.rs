@@ -1,0 +1,379 @@
+//! `top`: a live view, redrawn every interval: per disk the IOPS (from
+//! `stat` deltas) and the limit in force, per CPU the share of the interval
+//! spent in each idle state (from cpuidle `time` deltas) and the lease.
+//! The terminal is put back on every way out: `q`, Ctrl-C, SIGINT, SIGTERM,
+//! SIGHUP, an error or a panic.
+
+use super::Ctx;
+use crate::abi::{Abi, knobs};
+use crate::discover::{self, Detail, Extent};
+use crate::error::Error;
+use crate::idle::{self, IdleState, Lease};
+use crate::iostat::{self, DiskStat};
+use crate::report::{Style, escape_control, table};
+use crossterm::event::{self, Event, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
+use crossterm::{cursor, queue, terminal};
+use std::io::{IsTerminal, Write};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+/// What the view shows, fixed at start: the disks and CPUs.
+pub struct View {
+    pub disks: Vec<Disk>,
+    pub cpus: Vec<u32>,
+}
+
+pub struct Disk {
+    pub name: String,
+    /// The queues that hold its knobs, with their ABI.
+    pub targets: Vec<(String, Abi)>,
+}
+
+/// One reading of every counter the view shows.
+pub struct Sample {
+    pub at: Instant,
+    /// Per disk, in `View::disks` order: counters, limit and timeout text.
+    pub disks: Vec<(Option<DiskStat>, String, String)>,
+    /// Per CPU, in `View::cpus` order.
+    pub cpus: Vec<(Vec<IdleState>, Option<Lease>)>,
+}
+
+impl View {
+    pub fn scan(ctx: &Ctx) -> Result<View, Error> {
+        let inv = discover::scan(&ctx.sysfs, Extent::All, Detail { identity: false })?;
+        let disks = (inv.visible())
+            .map(|d| {
+                let targets = (d.targets.iter())
+                    .filter_map(|t| inv.get(t))
+                    .map(|t| (t.name.clone(), t.abi))
+                    .collect();
+                Disk {
+                    name: d.name.clone(),
+                    targets,
+                }
+            })
+            .collect();
+        Ok(View {
+            disks,
+            cpus: idle::present_cpus(&ctx.sysfs),
+        })
+    }
+
+    pub fn sample(&self, ctx: &Ctx) -> Sample {
+        let knob = |path: fn(Abi, &str) -> String, targets: &[(String, Abi)]| {
+            let mut values: Vec<String> = (targets.iter())
+                .filter(|(_, abi)| *abi != Abi::None)
+                .filter_map(|(t, abi)| ctx.sysfs.attr(&path(*abi, t)))
+                .collect();
+            values.dedup();
+            values
+        };
+        let disks = (self.disks.iter())
+            .map(|Disk { name, targets }| {
+                let limit = knob(knobs::limit_path, targets);
+                let limit = limit
+                    .iter()
+                    .map(|v| match v.as_str() {
+                        knobs::OFF => "off".to_string(),
+                        "auto" => "auto".to_string(),
+                        us => format!("{us} us"),
+                    })
+                    .collect::<Vec<_>>();
+                let timeout: Vec<String> = (knob(knobs::timeout_path, targets).iter())
+                    .map(|ms| format!("{ms} ms"))
+                    .collect();
+                (
+                    iostat::read(&ctx.sysfs, name),
+                    joined(&limit),
+                    joined(&timeout),
+                )
+            })
+            .collect();
+        let cpus = (self.cpus.iter())
+            .map(|&c| {
+                (
+                    idle::cpu_states(&ctx.sysfs, c),
+                    idle::cpu_lease(&ctx.sysfs, c),
+                )
+            })
+            .collect();
+        Sample {
+            at: Instant::now(),
+            disks,
+            cpus,
+        }
+    }
+}
+
+/// Several queues' values as one cell: `-` when there is none.
+fn joined(values: &[String]) -> String {
+    if values.is_empty() {
+        "-".into()
+    } else {
+        values.join(",")
+    }
+}
+
+/// The screen's lines for the interval from `prev` to `cur` (the same
+/// sample on the first frame: no rates yet).
+pub fn frame(style: Style, header: &str, view: &View, prev: &Sample, cur: &Sample) -> Vec<String> {
+    let secs = cur.at.duration_since(prev.at).as_secs_f64();
+    let rate = |a: u64, b: u64| {
+        if secs > 0.0 {
+            format!("{:.0}", b.saturating_sub(a) as f64 / secs)
+        } else {
+            "-".into()
+        }
+    };
+    let mut lines = vec![header.to_string(), String::new()];
+    let rows: Vec<Vec<String>> = (view.disks.iter().zip(&prev.disks).zip(&cur.disks))
+        .map(|((disk, (before, _, _)), (now, limit, timeout))| {
+            let (r, w) = match (before, now) {
+                (Some(a), Some(b)) => (rate(a.reads, b.reads), rate(a.writes, b.writes)),
+                _ => ("-".into(), "-".into()),
+            };
+            vec![
+                escape_control(&disk.name).into_owned(),
+                r,
+                w,
+                limit.clone(),
+                timeout.clone(),
+            ]
+        })
+        .collect();
+    let disks = table(
+        style,
+        &["DEVICE", "READ/S", "WRITE/S", "LIMIT", "TIMEOUT"],
+        &rows,
+    );
+    lines.extend(disks.lines().map(str::to_string));
+    lines.push(String::new());
+
+    // the columns are the first table's states; other CPUs are matched by index
+    let states: Vec<(u32, String)> = (cur.cpus.iter())
+        .find(|(t, _)| !t.is_empty())
+        .map(|(t, _)| {
+            (t.iter())
+                .map(|s| (s.index, escape_control(&s.name).into_owned()))
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut header: Vec<&str> = vec!["CPU"];
+    header.extend(states.iter().map(|(_, n)| n.as_str()));
+    header.push("LEASE");
+    let rows: Vec<Vec<String>> = (view.cpus.iter().zip(&prev.cpus).zip(&cur.cpus))
+        .map(|((cpu, (before, _)), (now, lease))| {
+            let mut row = vec![format!("cpu{cpu}")];
+            for (index, _) in &states {
+                let time =
+                    |t: &[IdleState]| t.iter().find(|s| s.index == *index).map(|s| s.time_us);
+                row.push(match (time(before), time(now)) {
+                    (Some(a), Some(b)) if secs > 0.0 => {
+                        let share = b.saturating_sub(a) as f64 / (secs * 1e6) * 100.0;
+                        format!("{:.1}%", share.min(100.0))
+                    }
+                    (Some(_), Some(_)) => "-".into(),
+                    _ => "n/a".into(),
+                });
+            }
+            row.push(match lease {
+                None => "-".into(),
+                Some(Lease::Free) => "none".into(),
+                Some(Lease::Held { limit_us, left_us }) => {
+                    format!(
+                        "held {limit_us} us, {:.1} ms left",
+                        *left_us as f64 / 1000.0
+                    )
+                }
+            });
+            row
+        })
+        .collect();
+    let cpus = table(style, &header, &rows);
+    lines.extend(cpus.lines().map(str::to_string));
+    lines
+}
+
+/// Raw mode, the alternate screen, no cursor and no line wrap while it
+/// lives; [`restore`] puts them back, once.
+struct Screen;
+
+static ACTIVE: AtomicBool = AtomicBool::new(false);
+
+impl Screen {
+    fn enter() -> std::io::Result<Screen> {
+        terminal::enable_raw_mode()?;
+        ACTIVE.store(true, Ordering::SeqCst);
+        let mut out = std::io::stdout();
+        queue!(
+            out,
+            terminal::EnterAlternateScreen,
+            terminal::DisableLineWrap,
+            cursor::Hide
+        )?;
+        out.flush()?;
+        Ok(Screen)
+    }
+}
+
+impl Drop for Screen {
+    fn drop(&mut self) {
+        restore();
+    }
+}
+
+fn restore() {
+    if ACTIVE.swap(false, Ordering::SeqCst) {
+        let mut out = std::io::stdout();
+        let _ = queue!(
+            out,
+            cursor::Show,
+            terminal::EnableLineWrap,
+            terminal::LeaveAlternateScreen
+        );
+        let _ = out.flush();
+        let _ = terminal::disable_raw_mode();
+    }
+}
+
+fn draw(lines: &[String]) -> std::io::Result<()> {
+    let mut out = std::io::stdout();
+    let (_, height) = terminal::size().unwrap_or((80, 24));
+    for (row, line) in lines.iter().take(usize::from(height)).enumerate() {
+        // `row` < the terminal's height, a u16
+        let row = u16::try_from(row).unwrap_or(u16::MAX);
+        queue!(
+            out,
+            cursor::MoveTo(0, row),
+            crossterm::style::Print(line),
+            terminal::Clear(terminal::ClearType::UntilNewLine)
+        )?;
+    }
+    queue!(out, terminal::Clear(terminal::ClearType::FromCursorDown))?;
+    out.flush()
+}
+
+/// Whether a key ends the view: q, Escape, Ctrl-C (raw mode turns
+/// Ctrl-C into a key instead of a SIGINT).
+fn quits(k: &KeyEvent) -> bool {
+    k.kind != KeyEventKind::Release
+        && match k.code {
+            KeyCode::Char('q' | 'Q') | KeyCode::Esc => true,
+            KeyCode::Char('c') => k.modifiers.contains(KeyModifiers::CONTROL),
+            _ => false,
+        }
+}
+
+/// How often a wait for a key looks at the signal flag: a signal ends the
+/// view within this, whatever the interval.
+const SIGNAL_CHECK: Duration = Duration::from_millis(100);
+
+pub fn top(ctx: &Ctx, interval: Duration) -> Result<u8, Error> {
+    if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
+        return Err(Error::Usage(
+            "top draws on a terminal; `blkqos status` or `blkqos metrics` print one reading".into(),
+        ));
+    }
+    let view = View::scan(ctx)?;
+    let signal = Arc::new(AtomicUsize::new(0));
+    for sig in [
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGHUP,
+    ] {
+        // the signal's number, so the exit status can say which (128 + n)
+        signal_hook::flag::register_usize(sig, Arc::clone(&signal), sig as usize)
+            .map_err(Error::Terminal)?;
+    }
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        // before the message, or it is printed on the alternate screen and lost
+        restore();
+        hook(info);
+    }));
+    let header = format!(
+        "blkqos top  every {:.1} s  {}  q quits",
+        interval.as_secs_f64(),
+        ctx.sysfs.root().display()
+    );
+    let screen = Screen::enter().map_err(Error::Terminal)?;
+    let mut prev = view.sample(ctx);
+    let mut lines = frame(ctx.style, &header, &view, &prev, &prev);
+    draw(&lines).map_err(Error::Terminal)?;
+    let code = 'run: loop {
+        let deadline = Instant::now() + interval;
+        loop {
+            let sig = signal.load(Ordering::SeqCst);
+            if sig != 0 {
+                break 'run 128 + u8::try_from(sig).unwrap_or(0);
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            if event::poll(left.min(SIGNAL_CHECK)).map_err(Error::Terminal)? {
+                match event::read().map_err(Error::Terminal)? {
+                    Event::Key(k) if quits(&k) => break 'run 0,
+                    Event::Resize(..) => draw(&lines).map_err(Error::Terminal)?,
+                    _ => {}
+                }
+            }
+        }
+        let cur = view.sample(ctx);
+        lines = frame(ctx.style, &header, &view, &prev, &cur);
+        draw(&lines).map_err(Error::Terminal)?;
+        prev = cur;
+    };
+    drop(screen);
+    Ok(code)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cmd::Ctx;
+    use crate::fixture::Fixture;
+    use crate::state::StateDir;
+    use crate::sysfs::Sysfs;
+
+    #[test]
+    fn a_frame_shows_rates_limits_residency_and_leases() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut f = Fixture::new(dir.path(), 2, Abi::Queue);
+        let disk = f.nvme(0, "SAMSUNG MZQL21T9HCJR-00A07", "S64GNE0R100001");
+        f.put(&format!("block/{disk}/queue/cpu_lat_limit_us"), "4");
+        f.set_lease(1, Some((4, 2500)));
+        let ctx = Ctx {
+            sysfs: Sysfs::new(dir.path()),
+            state: StateDir::new(dir.path().join("state")),
+            style: Style::detect(),
+        };
+        let view = View::scan(&ctx).expect("scan");
+        let before = view.sample(&ctx);
+        f.set_stat(&disk, 500, 0);
+        f.put("devices/system/cpu/cpu0/cpuidle/state3/time", "1500000");
+        let mut after = view.sample(&ctx);
+        after.at = before.at + Duration::from_secs(1);
+
+        let first = frame(ctx.style, "h", &view, &before, &before).join("\n");
+        assert!(
+            first.contains("nvme0n1  -       -        4 us   3 ms"),
+            "{first}"
+        );
+        let text = frame(ctx.style, "h", &view, &before, &after).join("\n");
+        assert!(
+            text.contains("nvme0n1  500     0        4 us   3 ms"),
+            "{text}"
+        );
+        // C6's time went from 1 000 000 us (the fixture's) to 1 500 000 in 1 s
+        let cpu0 = text.lines().find(|l| l.starts_with("cpu0")).expect("cpu0");
+        assert!(cpu0.contains("50.0%") && cpu0.ends_with("none"), "{cpu0}");
+        let cpu1 = text.lines().find(|l| l.starts_with("cpu1")).expect("cpu1");
+        assert!(cpu1.ends_with("held 4 us, 2.5 ms left"), "{cpu1}");
+        assert!(
+            text.contains("CPU   POLL  C1    C1E   C6     LEASE"),
+            "{text}"
+        );
+    }
+}

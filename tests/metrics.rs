@@ -1,0 +1,365 @@
+//! `blkqos metrics` on fake trees: the families and values read from the
+//! tree, the kernels without the knobs or the lease, a missing profile, an
+//! unreadable state, and `--output`.
+
+mod common;
+use blkqos::abi::Abi;
+use common::{Env, NVME_AUTO, Run, is_root};
+use std::collections::BTreeMap;
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
+
+/// Every sample: `name{labels}` -> value; and every family's TYPE.
+struct Exposition {
+    samples: BTreeMap<String, String>,
+    types: BTreeMap<String, String>,
+}
+
+fn parse(text: &str) -> Exposition {
+    let mut samples = BTreeMap::new();
+    let mut types = BTreeMap::new();
+    let mut helped = Vec::new();
+    let mut current = String::new();
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("# HELP ") {
+            helped.push(rest.split(' ').next().unwrap().to_string());
+        } else if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, kind) = rest.split_once(' ').unwrap();
+            assert_eq!(
+                helped.last().map(String::as_str),
+                Some(name),
+                "HELP before TYPE"
+            );
+            assert!(
+                types.insert(name.to_string(), kind.to_string()).is_none(),
+                "{name} twice"
+            );
+            current = name.to_string();
+        } else {
+            let (series, value) = line.rsplit_once(' ').unwrap();
+            let name = series.split('{').next().unwrap();
+            assert_eq!(current, name, "{line}: grouped under its TYPE");
+            assert!(name.starts_with("blkqos_"), "{line}");
+            assert!(
+                samples
+                    .insert(series.to_string(), value.to_string())
+                    .is_none()
+            );
+        }
+    }
+    for (name, kind) in &types {
+        assert_eq!(
+            kind == "counter",
+            name.ends_with("_total"),
+            "{name} is a {kind}"
+        );
+    }
+    Exposition { samples, types }
+}
+
+impl Exposition {
+    fn get(&self, series: &str) -> &str {
+        self.samples
+            .get(series)
+            .unwrap_or_else(|| panic!("no {series} in {:#?}", self.samples.keys()))
+    }
+
+    fn has_family(&self, prefix: &str) -> bool {
+        self.types.keys().any(|n| n.starts_with(prefix))
+    }
+}
+
+fn metrics(env: &Env, args: &[&str]) -> (Run, Exposition) {
+    let mut all = vec!["metrics"];
+    all.extend_from_slice(args);
+    let r = env.run(&all);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let e = parse(&r.stdout);
+    (r, e)
+}
+
+#[test]
+fn a_patched_kernel_shows_knobs_rules_leases_idle_and_io() {
+    let env = Env::zoo(Abi::Queue);
+    let p = env.profile("p.toml", NVME_AUTO);
+    env.fx.put("block/nvme0n1/queue/cpu_lat_limit_us", "4");
+    env.fx.put("block/nvme1n1/queue/cpu_lat_limit_us", "auto");
+    env.fx.put("block/nvme0n1/queue/cpu_lat_timeout_ms", "10");
+    env.fx.set_lease(1, Some((4, 2500)));
+    env.fx.set_stat("nvme0n1", 1000, 250);
+    let (r, m) = metrics(&env, &[p.to_str().unwrap()]);
+    assert_eq!(r.stderr, "");
+
+    assert_eq!(
+        m.get(r#"blkqos_device_info{device="nvme0n1",kind="disk",transport="nvme",abi="queue",rule="nvme"}"#),
+        "1"
+    );
+    assert_eq!(
+        m.get(
+            r#"blkqos_device_info{device="sdb",kind="disk",transport="sata",abi="queue",rule=""}"#
+        ),
+        "1"
+    );
+    // a multipath head's paths hold its knobs, and take its rule
+    assert_eq!(
+        m.get(r#"blkqos_device_info{device="nvme4c4n1",kind="nvme-path",transport="nvme",abi="queue",rule="nvme"}"#),
+        "1"
+    );
+    let dev = |family: &str, d: &str| format!("{family}{{device=\"{d}\"}}");
+    assert_eq!(
+        m.get(&dev("blkqos_device_cpu_lat_limit_seconds", "nvme0n1")),
+        "0.000004"
+    );
+    assert_eq!(
+        m.get(&dev("blkqos_device_cpu_lat_limit_seconds", "sda")),
+        "-1"
+    );
+    assert_eq!(
+        m.get(&dev("blkqos_device_cpu_lat_limit_auto", "nvme1n1")),
+        "1"
+    );
+    assert!(
+        !m.samples
+            .contains_key(&dev("blkqos_device_cpu_lat_limit_seconds", "nvme1n1"))
+    );
+    assert_eq!(
+        m.get(&dev("blkqos_device_cpu_lat_limit_auto", "nvme0n1")),
+        "0"
+    );
+    assert_eq!(
+        m.get(&dev("blkqos_device_cpu_lat_timeout_seconds", "nvme0n1")),
+        "0.01"
+    );
+    assert_eq!(
+        m.get(&dev("blkqos_device_cpu_lat_timeout_seconds", "sda")),
+        "0.003"
+    );
+    // md0 is bio-based: no knobs, but I/O counters
+    assert!(
+        !m.samples
+            .contains_key(&dev("blkqos_device_cpu_lat_timeout_seconds", "md0"))
+    );
+    assert_eq!(
+        m.get(&dev("blkqos_device_reads_completed_total", "md0")),
+        "0"
+    );
+    assert_eq!(
+        m.get(&dev("blkqos_device_reads_completed_total", "nvme0n1")),
+        "1000"
+    );
+    assert_eq!(
+        m.get(&dev("blkqos_device_writes_completed_total", "nvme0n1")),
+        "250"
+    );
+    assert_eq!(
+        m.get(&dev("blkqos_device_read_bytes_total", "nvme0n1")),
+        "4096000"
+    );
+    assert_eq!(
+        m.get(&dev("blkqos_device_written_bytes_total", "nvme0n1")),
+        "1024000"
+    );
+    assert_eq!(
+        m.get(&dev("blkqos_device_io_time_seconds_total", "nvme0n1")),
+        "1.25"
+    );
+    assert_eq!(
+        m.get(&dev(
+            "blkqos_device_io_time_weighted_seconds_total",
+            "nvme0n1"
+        )),
+        "1.25"
+    );
+
+    assert_eq!(m.get(r#"blkqos_cpu_lease_held{cpu="1"}"#), "1");
+    assert_eq!(
+        m.get(r#"blkqos_cpu_lease_limit_seconds{cpu="1"}"#),
+        "0.000004"
+    );
+    assert_eq!(
+        m.get(r#"blkqos_cpu_lease_remaining_seconds{cpu="1"}"#),
+        "0.0025"
+    );
+    assert_eq!(m.get(r#"blkqos_cpu_lease_held{cpu="0"}"#), "0");
+    assert!(
+        !m.samples
+            .contains_key(r#"blkqos_cpu_lease_limit_seconds{cpu="0"}"#)
+    );
+    let c6 = |family: &str| format!("{family}{{cpu=\"3\",index=\"3\",state=\"C6\"}}");
+    assert_eq!(m.get(&c6("blkqos_cpu_idle_state_usage_total")), "4000");
+    assert_eq!(m.get(&c6("blkqos_cpu_idle_state_time_seconds_total")), "1");
+    assert_eq!(m.get(&c6("blkqos_cpu_idle_state_above_total")), "30");
+    assert_eq!(m.get(&c6("blkqos_cpu_idle_state_below_total")), "60");
+    assert_eq!(
+        m.get(&c6("blkqos_cpu_idle_state_exit_latency_seconds")),
+        "0.00017"
+    );
+    assert_eq!(
+        m.get(&c6("blkqos_cpu_idle_state_target_residency_seconds")),
+        "0.0006"
+    );
+    assert_eq!(m.get(&c6("blkqos_cpu_idle_state_disabled")), "0");
+
+    for kind in [
+        "idle-state-disabled",
+        "resume-latency",
+        "cpu-dma-latency",
+        "udev-rule",
+        "tuned",
+    ] {
+        assert_eq!(m.get(&format!("blkqos_conflicts{{kind=\"{kind}\"}}")), "0");
+    }
+    assert_eq!(m.get("blkqos_state_readable"), "1");
+    assert_eq!(m.get("blkqos_saved_originals"), "0");
+    assert_eq!(m.get("blkqos_profile_readable"), "1");
+    assert_eq!(
+        m.get(&format!(
+            "blkqos_build_info{{version=\"{}\"}}",
+            env!("CARGO_PKG_VERSION")
+        )),
+        "1"
+    );
+    assert!(
+        m.get("blkqos_scrape_duration_seconds")
+            .parse::<f64>()
+            .unwrap()
+            >= 0.0
+    );
+}
+
+#[test]
+fn conflicts_are_counted_by_kind() {
+    let env = Env::zoo(Abi::Queue);
+    for cpu in [2, 3] {
+        env.fx.put(
+            &format!("devices/system/cpu/cpu{cpu}/cpuidle/state3/disable"),
+            "1",
+        );
+    }
+    env.fx.put(
+        "devices/system/cpu/cpu1/power/pm_qos_resume_latency_us",
+        "10",
+    );
+    let (_, m) = metrics(&env, &["/nonexistent/p.toml"]);
+    assert_eq!(
+        m.get(r#"blkqos_conflicts{kind="idle-state-disabled"}"#),
+        "1"
+    );
+    assert_eq!(m.get(r#"blkqos_conflicts{kind="resume-latency"}"#), "1");
+    assert_eq!(
+        m.get(r#"blkqos_cpu_idle_state_disabled{cpu="2",index="3",state="C6"}"#),
+        "1"
+    );
+}
+
+#[test]
+fn kernels_without_the_series_have_idle_and_io_but_no_knobs_or_lease() {
+    for abi in [Abi::None, Abi::Disk] {
+        let env = Env::zoo(abi);
+        env.fx.set_stat("nvme0n1", 7, 0);
+        let (_, m) = metrics(&env, &["/nonexistent/p.toml"]);
+        assert!(
+            !m.has_family("blkqos_cpu_lease"),
+            "{abi:?}: {:?}",
+            m.types.keys()
+        );
+        assert_eq!(
+            m.get(r#"blkqos_device_reads_completed_total{device="nvme0n1"}"#),
+            "7"
+        );
+        assert!(m.has_family("blkqos_cpu_idle_state_time_seconds_total"));
+        let knobs = m.has_family("blkqos_device_cpu_lat_limit_seconds");
+        // the RFC layout has the knobs on the disk, and no lease
+        assert_eq!(knobs, abi == Abi::Disk, "{abi:?}");
+    }
+}
+
+#[test]
+fn a_missing_profile_leaves_the_rule_empty_and_says_why() {
+    let env = Env::zoo(Abi::Queue);
+    let (r, m) = metrics(&env, &[env.work.join("missing.toml").to_str().unwrap()]);
+    r.assert_stderr_has("missing.toml");
+    r.assert_stderr_has("rule label is left empty");
+    assert_eq!(m.get("blkqos_profile_readable"), "0");
+    assert_eq!(
+        m.get(r#"blkqos_device_info{device="nvme0n1",kind="disk",transport="nvme",abi="queue",rule=""}"#),
+        "1"
+    );
+    let bad = env.profile("bad.toml", "[[rule]]\nname = 3\n");
+    let (r, m) = metrics(&env, &[bad.to_str().unwrap()]);
+    r.assert_stderr_has("bad.toml:2");
+    assert_eq!(m.get("blkqos_profile_readable"), "0");
+}
+
+#[test]
+fn an_unreadable_state_is_a_metric_not_a_failure() {
+    let env = Env::zoo(Abi::Queue);
+    let p = env.profile("p.toml", NVME_AUTO);
+    let p = p.to_str().unwrap();
+    if is_root("apply first, then read as nobody") {
+        assert_eq!(env.run(&["apply", p]).code, 0);
+        let (_, m) = metrics(&env, &[p]);
+        assert_eq!(m.get("blkqos_state_readable"), "1");
+        assert!(m.get("blkqos_saved_originals").parse::<u32>().unwrap() > 0);
+        fs::set_permissions(&env.work, fs::Permissions::from_mode(0o755)).unwrap();
+        let out = env
+            .cmd()
+            .uid(65534)
+            .gid(65534)
+            .args(["metrics", p])
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        let m = parse(&String::from_utf8_lossy(&out.stdout));
+        assert!(String::from_utf8_lossy(&out.stderr).contains("state.json"));
+        assert_eq!(m.get("blkqos_state_readable"), "0");
+        assert!(!m.samples.contains_key("blkqos_saved_originals"));
+        assert_eq!(m.get(r#"blkqos_cpu_lease_held{cpu="0"}"#), "0");
+    } else {
+        // a state that is not blkqos's is unreadable to anyone
+        fs::create_dir_all(&env.state).unwrap();
+        fs::set_permissions(&env.state, fs::Permissions::from_mode(0o700)).unwrap();
+        fs::write(env.state.join("state.json"), "not json").unwrap();
+        let (r, m) = metrics(&env, &[p]);
+        r.assert_stderr_has("state.json");
+        assert_eq!(m.get("blkqos_state_readable"), "0");
+    }
+}
+
+#[test]
+fn output_replaces_the_file_whole_and_mode_0644() {
+    let env = Env::zoo(Abi::Queue);
+    let dir = env.work.join("textfile");
+    fs::create_dir(&dir).unwrap();
+    let file = dir.join("blkqos.prom");
+    fs::write(&file, "old\n").unwrap();
+    let r = env.run(&[
+        "metrics",
+        "/nonexistent.toml",
+        "--output",
+        file.to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.stdout, "", "written to the file, not stdout");
+    let text = fs::read_to_string(&file).unwrap();
+    parse(&text);
+    assert!(text.contains("blkqos_cpu_lease_held{cpu=\"0\"} 0\n"));
+    assert_eq!(
+        fs::metadata(&file).unwrap().permissions().mode() & 0o777,
+        0o644
+    );
+    let names: Vec<_> = fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, ["blkqos.prom"], "no temporary left");
+
+    let r = env.run(&[
+        "metrics",
+        "--output",
+        dir.join("no/such/dir.prom").to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, 1);
+    r.assert_stderr_has("cannot write the metrics");
+}
