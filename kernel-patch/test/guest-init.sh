@@ -321,6 +321,13 @@ check_lease_trace() {
 		expect "lease-attr-during-io-cpu$cpu $*" "$1" = 10 -a "$2" -gt 0 -a \
 			"$2" -le $((2 * TICK_US))
 	done
+	# what blkqos metrics makes of the real sysfs with leases live: the
+	# harness runs promtool on these lines
+	blkqos metrics >/tmp/metrics.prom 2>/tmp/metrics.err
+	expect "metrics-exit-0 $?" $? = 0
+	sed 's/^/BLKQOS-PROM /' /tmp/metrics.prom
+	held=$(grep -c '^blkqos_cpu_lease_held{cpu="[01]"} 1$' /tmp/metrics.prom)
+	expect "metrics-shows-both-leases held=$held" "$held" = 2
 	wait
 	sleep 0.1
 	renewals=$(($(cat $TEST/renewals) - r0))
