@@ -309,25 +309,44 @@ check_lease_trace() {
 	done
 	r0=$(cat $TEST/renewals)
 	fio --name=lt --filename=/dev/lt --rw=randread --bs=4k --ioengine=psync \
-		--direct=1 --cpus_allowed=1 --time_based --runtime=1 --size=64m \
+		--direct=1 --cpus_allowed=1 --time_based --runtime=2 --size=64m \
 		--output-format=terse >/dev/null 2>&1 &
 	# the shell off fio's CPU: a pause in the I/O longer than the lease
 	# would give CPU1 a second start and lapse
 	taskset -p -c 0 $$ >/dev/null
 	sleep 0.5
+	# Under -icount the vCPUs run in turn: while the CPU reading runs, the
+	# other one stands still in guest time, so its lease can lapse between
+	# two of its I/Os, as a real CPU's cannot. Each CPU's reads must show
+	# "-1 0" or a 10 us lease with 4000 or 8000 us left (3 ms is 1 + 1
+	# jiffies at HZ=250), and the lease at least once in 20 reads.
 	for cpu in 0 1; do
-		set -- $(cat /sys/devices/system/cpu/cpu$cpu/cpuidle/cpu_lat_lease)
-		# 3 ms is 1 + 1 jiffies at HZ=250: 4000 or 8000 us left
-		expect "lease-attr-during-io-cpu$cpu $*" "$1" = 10 -a "$2" -gt 0 -a \
-			"$2" -le $((2 * TICK_US))
+		f=/sys/devices/system/cpu/cpu$cpu/cpuidle/cpu_lat_lease
+		held=0 bad= i=0
+		while [ $i -lt 20 ]; do
+			v=$(cat $f)
+			case $v in
+			"10 4000" | "10 8000") held=$((held + 1)) ;;
+			"-1 0") ;;
+			*) bad="$bad [$v]" ;;
+			esac
+			i=$((i + 1))
+		done
+		expect "lease-attr-during-io-cpu$cpu held=$held/20$bad" "$held" -ge 1 -a -z "$bad"
 	done
-	# what blkqos metrics makes of the real sysfs with leases live: the
-	# harness runs promtool on these lines
-	blkqos metrics >/tmp/metrics.prom 2>/tmp/metrics.err
-	expect "metrics-exit-0 $?" $? = 0
+	# what blkqos metrics makes of the real sysfs with leases live (the
+	# harness runs promtool on the BLKQOS-PROM lines): both leases held
+	# in one of five runs, for the reason above
+	i=0 held=0
+	while [ $i -lt 5 ] && [ "$held" != 2 ]; do
+		blkqos metrics >/tmp/metrics.prom 2>/tmp/metrics.err
+		rc=$?
+		held=$(grep -c '^blkqos_cpu_lease_held{cpu="[01]"} 1$' /tmp/metrics.prom)
+		i=$((i + 1))
+	done
+	expect "metrics-exit-0 $rc" $rc = 0
 	sed 's/^/BLKQOS-PROM /' /tmp/metrics.prom
-	held=$(grep -c '^blkqos_cpu_lease_held{cpu="[01]"} 1$' /tmp/metrics.prom)
-	expect "metrics-shows-both-leases held=$held" "$held" = 2
+	expect "metrics-shows-both-leases held=$held runs=$i" "$held" = 2
 	wait
 	sleep 0.1
 	renewals=$(($(cat $TEST/renewals) - r0))
@@ -348,6 +367,7 @@ check_lease_trace() {
 		expect "lease-trace-cpu$cpu-one-start-one-lapse start=$starts lapse=$lapses change=$changes" \
 			"$starts" = "$lapses" -a "$starts" -ge 1 -a "$starts" -le 2 -a "$changes" = 0
 	done
+	[ "$ONLY" != lease ] || grep cpu_latency_lease $tr/trace
 	events=$(wc -l </tmp/lease-events)
 	measure "lease-trace renewals=$renewals events=$events"
 	expect "lease-trace-not-per-renewal events=$events renewals=$renewals" \
@@ -952,6 +972,11 @@ if [ "$ONLY" = nvme ]; then
 fi
 if [ "$ONLY" = storm ]; then
 	check_udev_storm
+	echo BLKQOS-DONE
+	reboot -f
+fi
+if [ "$ONLY" = lease ]; then
+	check_lease_trace
 	echo BLKQOS-DONE
 	reboot -f
 fi
