@@ -363,3 +363,72 @@ fn output_replaces_the_file_whole_and_mode_0644() {
     assert_eq!(r.code, 1);
     r.assert_stderr_has("cannot write the metrics");
 }
+
+/// The review's repro: the textfile directory's owner swaps the directory
+/// for a link to one of root's; root must not write through it.
+#[test]
+fn output_through_a_directory_swapped_for_a_link_is_refused() {
+    let env = Env::zoo(Abi::Queue);
+    let parent = env.work.join("pp");
+    let victim = env.work.join("victimdir");
+    fs::create_dir_all(parent.join("ne")).unwrap();
+    fs::create_dir(&victim).unwrap();
+    fs::set_permissions(&victim, fs::Permissions::from_mode(0o700)).unwrap();
+    fs::rename(parent.join("ne"), parent.join("ne.old")).unwrap();
+    std::os::unix::fs::symlink(&victim, parent.join("ne")).unwrap();
+    let out = parent.join("ne/blkqos.prom");
+    let r = env.run(&["metrics", "/nonexistent.toml", "--output", out.to_str().unwrap()]);
+    assert_eq!(r.code, 1, "wrote through a link: {}", r.stderr);
+    r.assert_stderr_has("symbolic link");
+    assert_eq!(fs::read_dir(&victim).unwrap().count(), 0, "nothing in the victim");
+    // a link higher up is refused too
+    let up = env.work.join("up");
+    std::os::unix::fs::symlink(&parent, &up).unwrap();
+    let r = env.run(&[
+        "metrics",
+        "/nonexistent.toml",
+        "--output",
+        up.join("ne.old/blkqos.prom").to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, 1, "wrote through a link: {}", r.stderr);
+    assert_eq!(fs::read_dir(parent.join("ne.old")).unwrap().count(), 0);
+}
+
+#[test]
+fn output_into_a_world_writable_directory_without_sticky_bit_is_refused() {
+    let env = Env::zoo(Abi::Queue);
+    let dir = env.work.join("open");
+    fs::create_dir(&dir).unwrap();
+    fs::set_permissions(&dir, fs::Permissions::from_mode(0o777)).unwrap();
+    let r = env.run(&[
+        "metrics",
+        "/nonexistent.toml",
+        "--output",
+        dir.join("blkqos.prom").to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    r.assert_stderr_has("others can write");
+    assert_eq!(fs::read_dir(&dir).unwrap().count(), 0);
+    // sticky (like /tmp): each user removes only their own entries
+    fs::set_permissions(&dir, fs::Permissions::from_mode(0o1777)).unwrap();
+    let r = env.run(&[
+        "metrics",
+        "/nonexistent.toml",
+        "--output",
+        dir.join("blkqos.prom").to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+}
+
+#[test]
+fn output_naming_a_directory_with_a_trailing_slash_is_an_error() {
+    let env = Env::zoo(Abi::Queue);
+    let dir = env.work.join("textfile");
+    fs::create_dir(&dir).unwrap();
+    let named = format!("{}/new/", dir.display());
+    let r = env.run(&["metrics", "/nonexistent.toml", "--output", &named]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    r.assert_stderr_has("cannot write the metrics");
+    r.assert_stderr_has("names a directory");
+    assert_eq!(fs::read_dir(&dir).unwrap().count(), 0, "no file called new");
+}
