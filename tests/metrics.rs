@@ -111,9 +111,15 @@ fn a_patched_kernel_shows_knobs_rules_leases_idle_and_io() {
         m.get(&dev("blkqos_device_cpu_lat_limit_seconds", "nvme0n1")),
         "0.000004"
     );
+    // off is its own gauge, not -1 seconds
+    assert!(
+        !m.samples
+            .contains_key(&dev("blkqos_device_cpu_lat_limit_seconds", "sda"))
+    );
+    assert_eq!(m.get(&dev("blkqos_device_cpu_lat_limit_off", "sda")), "1");
     assert_eq!(
-        m.get(&dev("blkqos_device_cpu_lat_limit_seconds", "sda")),
-        "-1"
+        m.get(&dev("blkqos_device_cpu_lat_limit_off", "nvme0n1")),
+        "0"
     );
     assert_eq!(
         m.get(&dev("blkqos_device_cpu_lat_limit_auto", "nvme1n1")),
@@ -201,15 +207,16 @@ fn a_patched_kernel_shows_knobs_rules_leases_idle_and_io() {
     );
     assert_eq!(m.get(&c6("blkqos_cpu_idle_state_disabled")), "0");
 
-    for kind in [
-        "idle-state-disabled",
-        "resume-latency",
-        "cpu-dma-latency",
-        "udev-rule",
-        "tuned",
-    ] {
+    for kind in ["idle-state-disabled", "resume-latency"] {
         assert_eq!(m.get(&format!("blkqos_conflicts{{kind=\"{kind}\"}}")), "0");
     }
+    // a --sysfs tree is not the host: what is only looked for on the live
+    // system is absent, not zero
+    for kind in ["cpu-dma-latency", "udev-rule", "tuned"] {
+        let series = format!("blkqos_conflicts{{kind=\"{kind}\"}}");
+        assert!(!m.samples.contains_key(&series), "{series} on a fake tree");
+    }
+    assert!(!m.has_family("blkqos_conflicts_unchecked"));
     assert_eq!(m.get("blkqos_state_readable"), "1");
     assert_eq!(m.get("blkqos_saved_originals"), "0");
     assert_eq!(m.get("blkqos_profile_readable"), "1");
@@ -269,7 +276,7 @@ fn kernels_without_the_series_have_idle_and_io_but_no_knobs_or_lease() {
             "7"
         );
         assert!(m.has_family("blkqos_cpu_idle_state_time_seconds_total"));
-        let knobs = m.has_family("blkqos_device_cpu_lat_limit_seconds");
+        let knobs = m.has_family("blkqos_device_cpu_lat_limit_off");
         // the RFC layout has the knobs on the disk, and no lease
         assert_eq!(knobs, abi == Abi::Disk, "{abi:?}");
     }
@@ -431,4 +438,77 @@ fn output_naming_a_directory_with_a_trailing_slash_is_an_error() {
     r.assert_stderr_has("cannot write the metrics");
     r.assert_stderr_has("names a directory");
     assert_eq!(fs::read_dir(&dir).unwrap().count(), 0, "no file called new");
+}
+
+/// As a user who cannot look into other processes' fds, the
+/// /dev/cpu_dma_latency holders are unknown, not none.
+#[test]
+fn processes_that_cannot_be_inspected_make_dma_latency_unknown() {
+    if !is_root("run as nobody on the live /sys") {
+        return;
+    }
+    let env = Env::zoo(Abi::Queue);
+    fs::set_permissions(&env.work, fs::Permissions::from_mode(0o755)).unwrap();
+    let run = |args: &[&str]| {
+        env.bare_cmd()
+            .uid(65534)
+            .gid(65534)
+            .args(["--sysfs", "/sys"])
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let out = run(&["metrics", "/nonexistent.toml"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let m = parse(&String::from_utf8_lossy(&out.stdout));
+    assert!(
+        !m.samples
+            .contains_key(r#"blkqos_conflicts{kind="cpu-dma-latency"}"#),
+        "a count of holders although pid 1 could not be inspected"
+    );
+    let n: u64 = m
+        .get(r#"blkqos_conflicts_unchecked{kind="cpu-dma-latency"}"#)
+        .parse()
+        .unwrap();
+    assert!(n >= 1, "pid 1 at least");
+    // the kinds it could check are counted
+    m.get(r#"blkqos_conflicts{kind="udev-rule"}"#);
+    let out = run(&["status"]);
+    assert!(out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("could not check") && stderr.contains("/dev/cpu_dma_latency"),
+        "{stderr}"
+    );
+}
+
+/// The dashboard's check passes on an idle machine (no lease held, so no
+/// `blkqos_cpu_lease_limit_seconds` sample) given the README's table.
+#[test]
+fn the_dashboard_check_passes_on_an_idle_machine() {
+    let env = Env::zoo(Abi::Queue);
+    let r = env.run(&["metrics", "/nonexistent.toml"]);
+    assert_eq!(r.code, 0);
+    assert!(!r.stdout.contains("blkqos_cpu_lease_limit_seconds"));
+    let prom = env.work.join("idle.prom");
+    fs::write(&prom, &r.stdout).unwrap();
+    let root = env!("CARGO_MANIFEST_DIR");
+    let out = std::process::Command::new("python3")
+        .arg(format!("{root}/contrib/grafana/check.py"))
+        .arg(format!("{root}/contrib/grafana/blkqos.json"))
+        .arg(&prom)
+        .arg("--documented")
+        .arg(format!("{root}/README.md"))
+        .output()
+        .expect("python3 runs");
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

@@ -70,12 +70,19 @@ pub fn collect(ctx: &Ctx, profile_path: &Path) -> Result<String, Error> {
         }
     };
     let mut found = conflicts::in_sysfs(&ctx.sysfs, &state);
+    // The kinds looked for: a --sysfs tree is not this host, so what only
+    // the host shows is not looked at there, and absent rather than 0.
+    let mut checked = vec![Kind::IdleStateDisabled, Kind::ResumeLatency];
+    let mut unchecked_pids = None;
     if ctx.sysfs.is_live() {
-        found.extend(conflicts::on_host(
-            Path::new("/etc"),
-            Path::new("/usr/lib"),
-            Path::new("/proc"),
-        ));
+        let host = conflicts::on_host(Path::new("/etc"), Path::new("/usr/lib"), Path::new("/proc"));
+        found.extend(host.found);
+        checked.extend([Kind::UdevRule, Kind::Tuned]);
+        // a count of holders with processes left out would read as "none"
+        if host.unchecked_pids == 0 {
+            checked.push(Kind::CpuDmaLatency);
+        }
+        unchecked_pids = Some(host.unchecked_pids);
     }
 
     let mut families = device_families(ctx, &inv, profile.as_ref());
@@ -86,12 +93,22 @@ pub fn collect(ctx: &Ctx, profile_path: &Path) -> Result<String, Error> {
         Type::Gauge,
         "Settings outside blkqos that work against it, by kind (what `blkqos status` lists).",
     );
-    let mut by_kind: BTreeMap<Kind, u64> = Kind::ALL.iter().map(|&k| (k, 0)).collect();
+    let mut by_kind: BTreeMap<Kind, u64> = checked.iter().map(|&k| (k, 0)).collect();
     for c in &found {
-        *by_kind.entry(c.kind).or_default() += 1;
+        if let Some(n) = by_kind.get_mut(&c.kind) {
+            *n += 1;
+        }
     }
     for (kind, n) in by_kind {
         conflicts.add(&[("kind", kind.as_str())], int(n));
+    }
+    let mut unchecked = Family::new(
+        "blkqos_conflicts_unchecked",
+        Type::Gauge,
+        "Things a conflict kind could not be checked on (cpu-dma-latency: processes whose /proc/PID/fd was refused); while above 0 that kind has no blkqos_conflicts sample.",
+    );
+    if let Some(n) = unchecked_pids {
+        unchecked.add(&[("kind", Kind::CpuDmaLatency.as_str())], int(n as u64));
     }
     let mut readable = Family::new(
         "blkqos_state_readable",
@@ -125,7 +142,9 @@ pub fn collect(ctx: &Ctx, profile_path: &Path) -> Result<String, Error> {
         "How long reading everything above took.",
     );
     took.add(&[], micros(start.elapsed().as_micros() as u64));
-    families.extend([conflicts, readable, saved, profile_ok, build, took]);
+    families.extend([
+        conflicts, unchecked, readable, saved, profile_ok, build, took,
+    ]);
     Ok(render(&families))
 }
 
@@ -155,7 +174,12 @@ fn device_families(ctx: &Ctx, inv: &Inventory, profile: Option<&Profile>) -> Vec
     let mut limit = Family::new(
         "blkqos_device_cpu_lat_limit_seconds",
         Gauge,
-        "cpu_lat_limit_us in seconds: the deepest idle exit latency the disk's CPUs may use while it has I/O; -1 off; absent when it reads auto.",
+        "cpu_lat_limit_us in seconds: the deepest idle exit latency the disk's CPUs may use while it has I/O; absent when it reads auto or off.",
+    );
+    let mut off = Family::new(
+        "blkqos_device_cpu_lat_limit_off",
+        Gauge,
+        "1 if cpu_lat_limit_us reads -1 (no limit; then no _seconds sample), 0 if not.",
     );
     let mut auto = Family::new(
         "blkqos_device_cpu_lat_limit_auto",
@@ -216,9 +240,10 @@ fn device_families(ctx: &Ctx, inv: &Inventory, profile: Option<&Profile>) -> Vec
             if let Some(v) = ctx.sysfs.attr(&knobs::limit_path(d.abi, &d.name)) {
                 let v = v.trim();
                 auto.add(&dev, int(u8::from(v == "auto")));
-                if v == knobs::OFF {
-                    limit.add(&dev, "-1");
-                } else if let Ok(us) = v.parse::<u64>() {
+                // off is its own gauge: -1 among seconds would average and
+                // compare as a limit
+                off.add(&dev, int(u8::from(v == knobs::OFF)));
+                if let Ok(us) = v.parse::<u64>() {
                     limit.add(&dev, micros(us));
                 }
             }
@@ -241,6 +266,7 @@ fn device_families(ctx: &Ctx, inv: &Inventory, profile: Option<&Profile>) -> Vec
         info,
         limit,
         auto,
+        off,
         timeout,
         reads,
         writes,
@@ -391,7 +417,12 @@ pub fn write_textfile(path: &Path, text: &str) -> io::Result<()> {
         // SAFETY: both names are NUL-terminated strings and `dir` an open
         // descriptor for the whole call.
         let r = unsafe {
-            libc::renameat(dir.as_raw_fd(), tmp.as_ptr(), dir.as_raw_fd(), name.as_ptr())
+            libc::renameat(
+                dir.as_raw_fd(),
+                tmp.as_ptr(),
+                dir.as_raw_fd(),
+                name.as_ptr(),
+            )
         };
         if r != 0 {
             return Err(io::Error::last_os_error());
@@ -572,7 +603,10 @@ mod tests {
         fs::write(&theirs, "theirs\n").expect("write");
         write_textfile(&target, "new 1\n").expect("written beside it");
         assert_eq!(fs::read_to_string(&target).expect("read"), "new 1\n");
-        assert_eq!(fs::read_to_string(&theirs).expect("still there"), "theirs\n");
+        assert_eq!(
+            fs::read_to_string(&theirs).expect("still there"),
+            "theirs\n"
+        );
         assert_eq!(fs::read_dir(dir.path()).expect("ls").count(), 2);
     }
 }

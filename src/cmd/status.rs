@@ -111,11 +111,16 @@ pub fn status(ctx: &Ctx, json: bool, out: &mut String) -> Result<u8, Error> {
     let mut warn = inv.warnings.clone();
     let mut found = conflicts::in_sysfs(&ctx.sysfs, &state);
     if ctx.sysfs.is_live() {
-        found.extend(conflicts::on_host(
-            Path::new("/etc"),
-            Path::new("/usr/lib"),
-            Path::new("/proc"),
-        ));
+        let host = conflicts::on_host(Path::new("/etc"), Path::new("/usr/lib"), Path::new("/proc"));
+        found.extend(host.found);
+        if host.unchecked_pids > 0 {
+            warn.push(format!(
+                "conflict: could not check {} process(es) for /dev/cpu_dma_latency: their \
+                 /proc/PID/fd is refused without CAP_SYS_PTRACE (another user's, or with \
+                 more capabilities); whether they hold it is unknown",
+                host.unchecked_pids
+            ));
+        }
     }
     warn.extend(found.into_iter().map(|c| format!("conflict: {c}")));
     let snap = Snapshot::take(&ctx.sysfs, inv, state, None);
