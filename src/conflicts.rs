@@ -78,7 +78,7 @@ pub fn in_sysfs(sysfs: &Sysfs, state: &State) -> Vec<Conflict> {
             continue;
         };
         for s in idle::cpu_states(sysfs, cpu) {
-            if s.disabled {
+            if s.disabled == Some(true) {
                 disabled.entry(s.name.clone()).or_default().push(cpu);
             }
         }

@@ -384,10 +384,19 @@ fn output_through_a_directory_swapped_for_a_link_is_refused() {
     fs::rename(parent.join("ne"), parent.join("ne.old")).unwrap();
     std::os::unix::fs::symlink(&victim, parent.join("ne")).unwrap();
     let out = parent.join("ne/blkqos.prom");
-    let r = env.run(&["metrics", "/nonexistent.toml", "--output", out.to_str().unwrap()]);
+    let r = env.run(&[
+        "metrics",
+        "/nonexistent.toml",
+        "--output",
+        out.to_str().unwrap(),
+    ]);
     assert_eq!(r.code, 1, "wrote through a link: {}", r.stderr);
     r.assert_stderr_has("symbolic link");
-    assert_eq!(fs::read_dir(&victim).unwrap().count(), 0, "nothing in the victim");
+    assert_eq!(
+        fs::read_dir(&victim).unwrap().count(),
+        0,
+        "nothing in the victim"
+    );
     // a link higher up is refused too
     let up = env.work.join("up");
     std::os::unix::fs::symlink(&parent, &up).unwrap();
@@ -438,6 +447,74 @@ fn output_naming_a_directory_with_a_trailing_slash_is_an_error() {
     r.assert_stderr_has("cannot write the metrics");
     r.assert_stderr_has("names a directory");
     assert_eq!(fs::read_dir(&dir).unwrap().count(), 0, "no file called new");
+}
+
+#[test]
+fn an_unparseable_idle_counter_is_left_out_not_zero() {
+    let env = Env::zoo(Abi::Queue);
+    let st = "devices/system/cpu/cpu0/cpuidle/state3";
+    env.fx.put(&format!("{st}/usage"), "garbage");
+    env.fx.put(&format!("{st}/time"), "");
+    env.fx.put(&format!("{st}/disable"), "x");
+    let (_, m) = metrics(&env, &["/nonexistent/p.toml"]);
+    let c6 = |family: &str| format!("{family}{{cpu=\"0\",index=\"3\",state=\"C6\"}}");
+    for family in [
+        "blkqos_cpu_idle_state_usage_total",
+        "blkqos_cpu_idle_state_time_seconds_total",
+        "blkqos_cpu_idle_state_disabled",
+    ] {
+        assert!(!m.samples.contains_key(&c6(family)), "{family} exported");
+    }
+    // the state itself and the other CPUs' counters are still there
+    assert_eq!(
+        m.get(&c6("blkqos_cpu_idle_state_exit_latency_seconds")),
+        "0.00017"
+    );
+    assert_eq!(
+        m.get(r#"blkqos_cpu_idle_state_usage_total{cpu="2",index="3",state="C6"}"#),
+        "4000"
+    );
+    let r = env.run(&["status"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let st3 = (r.stdout.lines())
+        .find(|l| l.trim_start().starts_with("state3"))
+        .unwrap_or_else(|| panic!("{}", r.stdout));
+    let cells: Vec<&str> = st3.split_whitespace().collect();
+    assert_eq!(
+        cells[4..],
+        ["?", "?"],
+        "disabled and idle time unknown: {st3}"
+    );
+    let j = env.run(&["status", "--json"]).json();
+    let cpu0 = (j["devices"].as_array().unwrap().iter())
+        .flat_map(|d| d["cpus"].as_array().unwrap().iter())
+        .find(|c| c["cpu"] == 0)
+        .expect("cpu 0 in status");
+    let state = &cpu0["states"][3];
+    assert!(state["usage"].is_null(), "{state}");
+    assert!(state["time_us"].is_null(), "{state}");
+    assert!(state["disabled"].is_null(), "{state}");
+}
+
+#[test]
+fn a_malformed_lease_is_warned_about_naming_the_file() {
+    let env = Env::zoo(Abi::Queue);
+    env.fx
+        .put("devices/system/cpu/cpu1/cpuidle/cpu_lat_lease", "4 x");
+    let (r, m) = metrics(&env, &["/nonexistent/p.toml"]);
+    r.assert_stderr_has("cpu1/cpuidle/cpu_lat_lease");
+    assert!(!m.samples.contains_key(r#"blkqos_cpu_lease_held{cpu="1"}"#));
+    assert_eq!(m.get(r#"blkqos_cpu_lease_held{cpu="0"}"#), "0");
+    let r = env.run(&["status"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    r.assert_stderr_has("cpu1/cpuidle/cpu_lat_lease");
+    assert_eq!(
+        r.stderr.matches("cpu_lat_lease").count(),
+        1,
+        "warned once: {}",
+        r.stderr
+    );
+    assert!(r.stdout.contains("cpu1=?"), "{}", r.stdout);
 }
 
 /// As a user who cannot look into other processes' fds, the
@@ -511,4 +588,22 @@ fn the_dashboard_check_passes_on_an_idle_machine() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// A knob value with an escape sequence (a fake or broken sysfs) is printed
+/// escaped, not sent to the terminal.
+#[test]
+fn control_characters_in_knob_values_are_escaped_in_tables() {
+    let env = Env::zoo(Abi::Queue);
+    env.fx
+        .put("block/nvme0n1/queue/cpu_lat_limit_us", "4\x1b[2J");
+    env.fx
+        .put("block/nvme0n1/queue/cpu_lat_timeout_ms", "3\x07");
+    for cmd in ["list", "status"] {
+        let r = env.run(&[cmd]);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        assert!(!r.stdout.contains('\x1b'), "{cmd}: {}", r.stdout);
+        assert!(!r.stdout.contains('\x07'), "{cmd}: {}", r.stdout);
+        assert!(r.stdout.contains(r"4\x1b[2J"), "{cmd}: {}", r.stdout);
+    }
 }

@@ -331,7 +331,12 @@ fn cpu_families(ctx: &Ctx) -> Vec<Family> {
     );
     for cpu in idle::present_cpus(&ctx.sysfs) {
         let c = cpu.to_string();
-        if let Some(lease) = idle::cpu_lease(&ctx.sysfs, cpu) {
+        let lease = idle::cpu_lease(&ctx.sysfs, cpu).unwrap_or_else(|e| {
+            // once per run, and per CPU: each CPU has its own file
+            log::warn!("{e}");
+            None
+        });
+        if let Some(lease) = lease {
             let at = [("cpu", c.as_str())];
             match lease {
                 Lease::Free => {
@@ -352,8 +357,13 @@ fn cpu_families(ctx: &Ctx) -> Vec<Family> {
                 ("index", index.as_str()),
                 ("state", s.name.as_str()),
             ];
-            usage.add(&at, int(s.usage));
-            time.add(&at, micros(s.time_us));
+            // an unparseable counter is left out: a 0 would read as a reset
+            if let Some(n) = s.usage {
+                usage.add(&at, int(n));
+            }
+            if let Some(us) = s.time_us {
+                time.add(&at, micros(us));
+            }
             for (family, name) in [(&mut above, "above"), (&mut below, "below")] {
                 if let Some(n) = idle::state_counter(&ctx.sysfs, cpu, s.index, name) {
                     family.add(&at, int(n));
@@ -361,7 +371,9 @@ fn cpu_families(ctx: &Ctx) -> Vec<Family> {
             }
             exit.add(&at, micros(s.latency_us));
             residency.add(&at, micros(s.residency_us));
-            disabled.add(&at, int(u8::from(s.disabled)));
+            if let Some(d) = s.disabled {
+                disabled.add(&at, int(u8::from(d)));
+            }
         }
     }
     vec![
