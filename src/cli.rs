@@ -210,9 +210,11 @@ pub enum Command {
         #[arg(default_value = DEFAULT_PROFILE)]
         profile: PathBuf,
         /// Write FILE atomically (mode 0644) instead of printing: a
-        /// temporary beside it, fsync, rename
+        /// temporary beside it, renamed over it; no link may be in the path
         #[arg(long, value_name = "FILE")]
         output: Option<PathBuf>,
+        #[command(flatten)]
+        no_lock: NoLock,
     },
     /// Live view: per disk IOPS and the limit in force, per CPU the share of
     /// time in each idle state and the lease; q quits
@@ -220,7 +222,20 @@ pub enum Command {
         /// Seconds between refreshes (0.1 to 3600)
         #[arg(long, default_value = "1", value_name = "SECONDS", value_parser = parse_interval)]
         interval: Duration,
+        #[command(flatten)]
+        no_lock: NoLock,
     },
+}
+
+/// `--lock-timeout` for a command that takes no lock: accepted, as it was
+/// when the global option was shown there (scripts pass it to every
+/// command), and ignored, but hidden from its help. A local argument with
+/// the global's id keeps clap from propagating the global one here.
+#[derive(Debug, Clone, clap::Args)]
+pub struct NoLock {
+    /// Ignored: this command takes no lock
+    #[arg(long = "lock-timeout", id = "lock_timeout", hide = true, value_name = "SECONDS", value_parser = parse_seconds)]
+    pub lock_timeout: Option<Duration>,
 }
 
 impl Command {
@@ -409,5 +424,25 @@ mod tests {
         let mut listed: Vec<&str> = Command::NAMES.to_vec();
         listed.sort();
         assert_eq!(names, listed);
+    }
+
+    #[test]
+    fn the_lock_timeout_is_offered_only_where_the_lock_is_taken() {
+        let mut cli = <Cli as clap::CommandFactory>::command();
+        cli.build();
+        // (clap's own `help` subcommand is not given the global options)
+        for sub in (cli.get_subcommands_mut()).filter(|s| s.get_name() != "help") {
+            let help = sub.render_help().to_string();
+            let lock = matches!(sub.get_name(), "metrics" | "top");
+            assert_eq!(
+                help.contains("--lock-timeout"),
+                !lock,
+                "{}: {help}",
+                sub.get_name()
+            );
+        }
+        // still accepted there, as before (scripts, BLKQOS_LOCK_TIMEOUT)
+        assert!(Cli::try_parse_from(["blkqos", "--lock-timeout", "1", "metrics"]).is_ok());
+        assert!(Cli::try_parse_from(["blkqos", "metrics", "--lock-timeout", "1"]).is_ok());
     }
 }

@@ -78,7 +78,7 @@ pub fn in_sysfs(sysfs: &Sysfs, state: &State) -> Vec<Conflict> {
             continue;
         };
         for s in idle::cpu_states(sysfs, cpu) {
-            if s.disabled {
+            if s.disabled == Some(true) {
                 disabled.entry(s.name.clone()).or_default().push(cpu);
             }
         }
@@ -112,19 +112,52 @@ pub fn in_sysfs(sysfs: &Sysfs, state: &State) -> Vec<Conflict> {
     found
 }
 
+/// What `on_host` found, and how many processes it could not look into:
+/// without CAP_SYS_PTRACE (the metrics unit has no capabilities) the kernel
+/// refuses /proc/PID/fd of other users' processes and of those with more
+/// capabilities, so for those whether they hold /dev/cpu_dma_latency is
+/// unknown, not "no".
+#[derive(Debug, Default)]
+pub struct HostFindings {
+    pub found: Vec<Conflict>,
+    pub unchecked_pids: usize,
+}
+
 /// What the host shows: processes holding /dev/cpu_dma_latency (a global
 /// limit for as long as they keep it open), other udev rules that write the
 /// watched attributes, and a TuneD profile that forces a latency.
-pub fn on_host(etc: &Path, lib: &Path, proc: &Path) -> Vec<Conflict> {
+pub fn on_host(etc: &Path, lib: &Path, proc: &Path) -> HostFindings {
     let mut found = Vec::new();
+    let mut unchecked_pids = 0;
+    let denied =
+        |e: &std::io::Error| matches!(e.raw_os_error(), Some(libc::EACCES) | Some(libc::EPERM));
     for entry in read_dir(proc) {
         let pid = entry.file_name().to_string_lossy().into_owned();
         if !pid.bytes().all(|b| b.is_ascii_digit()) {
             continue;
         }
-        let holds = read_dir(&entry.path().join("fd")).iter().any(|fd| {
-            fs::read_link(fd.path()).is_ok_and(|t| t == Path::new("/dev/cpu_dma_latency"))
-        });
+        let fds = match fs::read_dir(entry.path().join("fd")) {
+            Ok(d) => d,
+            Err(e) if denied(&e) => {
+                unchecked_pids += 1;
+                continue;
+            }
+            // gone meanwhile (ENOENT, ESRCH) or a kernel thread: not a holder
+            Err(_) => continue,
+        };
+        let mut holds = false;
+        let mut refused = false;
+        for fd in fds.flatten() {
+            match fs::read_link(fd.path()) {
+                Ok(t) if t == Path::new("/dev/cpu_dma_latency") => holds = true,
+                Ok(_) => {}
+                Err(e) if denied(&e) => refused = true,
+                Err(_) => {}
+            }
+        }
+        if refused && !holds {
+            unchecked_pids += 1;
+        }
         if holds {
             let comm = fs::read_to_string(entry.path().join("comm")).unwrap_or_default();
             found.push(conflict(
@@ -175,7 +208,10 @@ pub fn on_host(etc: &Path, lib: &Path, proc: &Path) -> Vec<Conflict> {
             }
         }
     }
-    found
+    HostFindings {
+        found,
+        unchecked_pids,
+    }
 }
 
 fn read_dir(dir: &Path) -> Vec<fs::DirEntry> {
@@ -244,7 +280,7 @@ mod tests {
             fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
             fs::write(p, text).expect("write");
         };
-        assert!(on_host(&etc, &lib, &proc).is_empty());
+        assert!(on_host(&etc, &lib, &proc).found.is_empty());
 
         put(&proc.join("4242/comm"), "latencyd\n");
         fs::create_dir_all(proc.join("4242/fd")).expect("mkdir");
@@ -265,7 +301,7 @@ mod tests {
             &lib.join("tuned/latency-performance/tuned.conf"),
             "[cpu]\nforce_latency=cstate.id_no_zero:1|3\n",
         );
-        let found = on_host(&etc, &lib, &proc);
+        let found = on_host(&etc, &lib, &proc).found;
         let kinds: Vec<Kind> = found.iter().map(|c| c.kind).collect();
         assert_eq!(kinds, [Kind::CpuDmaLatency, Kind::UdevRule, Kind::Tuned]);
         let found: Vec<String> = found.into_iter().map(|c| c.message).collect();

@@ -13,9 +13,11 @@ pub struct IdleState {
     pub latency_us: u64,
     /// Target residency in microseconds.
     pub residency_us: u64,
-    pub disabled: bool,
-    pub usage: u64,
-    pub time_us: u64,
+    /// `None` where the kernel's value does not parse: unknown, which a 0
+    /// would misreport (a counter reset to `rate()`, a state enabled).
+    pub disabled: Option<bool>,
+    pub usage: Option<u64>,
+    pub time_us: Option<u64>,
 }
 
 /// The idle states of one CPU in index order; empty when no cpuidle driver.
@@ -43,9 +45,9 @@ pub fn parse_state(entry: &str, attr: impl Fn(&str) -> Option<String>) -> Option
         name: attr("name").unwrap_or_default(),
         latency_us: num("latency")?,
         residency_us: num("residency").unwrap_or(0),
-        disabled: num("disable").unwrap_or(0) != 0,
-        usage: num("usage").unwrap_or(0),
-        time_us: num("time").unwrap_or(0),
+        disabled: num("disable").map(|d| d != 0),
+        usage: num("usage"),
+        time_us: num("time"),
     })
 }
 
@@ -53,7 +55,9 @@ pub fn parse_state(entry: &str, attr: impl Fn(&str) -> Option<String>) -> Option
 /// no deeper than C1E, or, without a C1E, the deepest enabled state whose
 /// exit latency is at most `AUTO_MAX_EXIT_US`. `None` when there is no table.
 pub fn auto_choice(states: &[IdleState]) -> Option<&IdleState> {
-    let enabled = || states.iter().filter(|s| !s.disabled);
+    // a state whose flag does not parse counts as enabled, as the kernel
+    // would only print 0 or 1
+    let enabled = || states.iter().filter(|s| s.disabled != Some(true));
     if let Some(c1e) = states
         .iter()
         .position(|s| s.name.eq_ignore_ascii_case("C1E"))
@@ -91,10 +95,28 @@ pub fn cpu_lease_path(cpu: u32) -> String {
     format!("devices/system/cpu/cpu{cpu}/cpuidle/cpu_lat_lease")
 }
 
-/// The CPU's lease; `None` on a kernel without the attribute (one without
-/// the series, or no cpuidle driver) or when it reads as something else.
-pub fn cpu_lease(sysfs: &Sysfs, cpu: u32) -> Option<Lease> {
-    parse_lease(&sysfs.attr(&cpu_lease_path(cpu))?)
+/// A `cpu_lat_lease` that does not read as a lease.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{path}: {text:?} is not a lease (expected \"<limit_us> <left_us>\"); that CPU's lease is left out"
+)]
+pub struct BadLease {
+    pub path: String,
+    pub text: String,
+}
+
+/// The CPU's lease; `Ok(None)` on a kernel without the attribute (one
+/// without the series, or no cpuidle driver), an error naming the file
+/// when it reads as something else (so that it is not silently absent).
+pub fn cpu_lease(sysfs: &Sysfs, cpu: u32) -> Result<Option<Lease>, BadLease> {
+    let rel = cpu_lease_path(cpu);
+    let Some(text) = sysfs.attr(&rel) else {
+        return Ok(None);
+    };
+    parse_lease(&text).map(Some).ok_or_else(|| BadLease {
+        path: sysfs.path(&rel).display().to_string(),
+        text,
+    })
 }
 
 /// `"<limit_us> <left_us>"`, `"-1 0"` when no lease holds.
@@ -199,9 +221,9 @@ mod tests {
             name: name.into(),
             latency_us,
             residency_us: latency_us * 3,
-            disabled,
-            usage: 0,
-            time_us: 0,
+            disabled: Some(disabled),
+            usage: Some(0),
+            time_us: Some(0),
         }
     }
 

@@ -112,10 +112,10 @@ fn run(ctx: &Ctx, command: &Command, out: &mut String) -> Result<u8, Error> {
             profile,
         } => cmd::hotplug::udev(ctx, action.as_deref(), devpath.as_deref(), profile),
         Command::Coldplug { profile } => cmd::hotplug::coldplug(ctx, profile),
-        Command::Metrics { profile, output } => {
-            cmd::metrics::metrics(ctx, profile, output.as_deref(), out)
-        }
-        Command::Top { interval } => cmd::top::top(ctx, *interval),
+        Command::Metrics {
+            profile, output, ..
+        } => cmd::metrics::metrics(ctx, profile, output.as_deref(), out),
+        Command::Top { interval, .. } => cmd::top::top(ctx, *interval),
     }
 }
 

@@ -111,9 +111,15 @@ fn a_patched_kernel_shows_knobs_rules_leases_idle_and_io() {
         m.get(&dev("blkqos_device_cpu_lat_limit_seconds", "nvme0n1")),
         "0.000004"
     );
+    // off is its own gauge, not -1 seconds
+    assert!(
+        !m.samples
+            .contains_key(&dev("blkqos_device_cpu_lat_limit_seconds", "sda"))
+    );
+    assert_eq!(m.get(&dev("blkqos_device_cpu_lat_limit_off", "sda")), "1");
     assert_eq!(
-        m.get(&dev("blkqos_device_cpu_lat_limit_seconds", "sda")),
-        "-1"
+        m.get(&dev("blkqos_device_cpu_lat_limit_off", "nvme0n1")),
+        "0"
     );
     assert_eq!(
         m.get(&dev("blkqos_device_cpu_lat_limit_auto", "nvme1n1")),
@@ -201,15 +207,16 @@ fn a_patched_kernel_shows_knobs_rules_leases_idle_and_io() {
     );
     assert_eq!(m.get(&c6("blkqos_cpu_idle_state_disabled")), "0");
 
-    for kind in [
-        "idle-state-disabled",
-        "resume-latency",
-        "cpu-dma-latency",
-        "udev-rule",
-        "tuned",
-    ] {
+    for kind in ["idle-state-disabled", "resume-latency"] {
         assert_eq!(m.get(&format!("blkqos_conflicts{{kind=\"{kind}\"}}")), "0");
     }
+    // a --sysfs tree is not the host: what is only looked for on the live
+    // system is absent, not zero
+    for kind in ["cpu-dma-latency", "udev-rule", "tuned"] {
+        let series = format!("blkqos_conflicts{{kind=\"{kind}\"}}");
+        assert!(!m.samples.contains_key(&series), "{series} on a fake tree");
+    }
+    assert!(!m.has_family("blkqos_conflicts_unchecked"));
     assert_eq!(m.get("blkqos_state_readable"), "1");
     assert_eq!(m.get("blkqos_saved_originals"), "0");
     assert_eq!(m.get("blkqos_profile_readable"), "1");
@@ -269,7 +276,7 @@ fn kernels_without_the_series_have_idle_and_io_but_no_knobs_or_lease() {
             "7"
         );
         assert!(m.has_family("blkqos_cpu_idle_state_time_seconds_total"));
-        let knobs = m.has_family("blkqos_device_cpu_lat_limit_seconds");
+        let knobs = m.has_family("blkqos_device_cpu_lat_limit_off");
         // the RFC layout has the knobs on the disk, and no lease
         assert_eq!(knobs, abi == Abi::Disk, "{abi:?}");
     }
@@ -362,4 +369,241 @@ fn output_replaces_the_file_whole_and_mode_0644() {
     ]);
     assert_eq!(r.code, 1);
     r.assert_stderr_has("cannot write the metrics");
+}
+
+/// The review's repro: the textfile directory's owner swaps the directory
+/// for a link to one of root's; root must not write through it.
+#[test]
+fn output_through_a_directory_swapped_for_a_link_is_refused() {
+    let env = Env::zoo(Abi::Queue);
+    let parent = env.work.join("pp");
+    let victim = env.work.join("victimdir");
+    fs::create_dir_all(parent.join("ne")).unwrap();
+    fs::create_dir(&victim).unwrap();
+    fs::set_permissions(&victim, fs::Permissions::from_mode(0o700)).unwrap();
+    fs::rename(parent.join("ne"), parent.join("ne.old")).unwrap();
+    std::os::unix::fs::symlink(&victim, parent.join("ne")).unwrap();
+    let out = parent.join("ne/blkqos.prom");
+    let r = env.run(&[
+        "metrics",
+        "/nonexistent.toml",
+        "--output",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, 1, "wrote through a link: {}", r.stderr);
+    r.assert_stderr_has("symbolic link");
+    assert_eq!(
+        fs::read_dir(&victim).unwrap().count(),
+        0,
+        "nothing in the victim"
+    );
+    // a link higher up is refused too
+    let up = env.work.join("up");
+    std::os::unix::fs::symlink(&parent, &up).unwrap();
+    let r = env.run(&[
+        "metrics",
+        "/nonexistent.toml",
+        "--output",
+        up.join("ne.old/blkqos.prom").to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, 1, "wrote through a link: {}", r.stderr);
+    assert_eq!(fs::read_dir(parent.join("ne.old")).unwrap().count(), 0);
+}
+
+#[test]
+fn output_into_a_world_writable_directory_without_sticky_bit_is_refused() {
+    let env = Env::zoo(Abi::Queue);
+    let dir = env.work.join("open");
+    fs::create_dir(&dir).unwrap();
+    fs::set_permissions(&dir, fs::Permissions::from_mode(0o777)).unwrap();
+    let r = env.run(&[
+        "metrics",
+        "/nonexistent.toml",
+        "--output",
+        dir.join("blkqos.prom").to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    r.assert_stderr_has("others can write");
+    assert_eq!(fs::read_dir(&dir).unwrap().count(), 0);
+    // sticky (like /tmp): each user removes only their own entries
+    fs::set_permissions(&dir, fs::Permissions::from_mode(0o1777)).unwrap();
+    let r = env.run(&[
+        "metrics",
+        "/nonexistent.toml",
+        "--output",
+        dir.join("blkqos.prom").to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+}
+
+#[test]
+fn output_naming_a_directory_with_a_trailing_slash_is_an_error() {
+    let env = Env::zoo(Abi::Queue);
+    let dir = env.work.join("textfile");
+    fs::create_dir(&dir).unwrap();
+    let named = format!("{}/new/", dir.display());
+    let r = env.run(&["metrics", "/nonexistent.toml", "--output", &named]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    r.assert_stderr_has("cannot write the metrics");
+    r.assert_stderr_has("names a directory");
+    assert_eq!(fs::read_dir(&dir).unwrap().count(), 0, "no file called new");
+}
+
+#[test]
+fn an_unparseable_idle_counter_is_left_out_not_zero() {
+    let env = Env::zoo(Abi::Queue);
+    let st = "devices/system/cpu/cpu0/cpuidle/state3";
+    env.fx.put(&format!("{st}/usage"), "garbage");
+    env.fx.put(&format!("{st}/time"), "");
+    env.fx.put(&format!("{st}/disable"), "x");
+    let (_, m) = metrics(&env, &["/nonexistent/p.toml"]);
+    let c6 = |family: &str| format!("{family}{{cpu=\"0\",index=\"3\",state=\"C6\"}}");
+    for family in [
+        "blkqos_cpu_idle_state_usage_total",
+        "blkqos_cpu_idle_state_time_seconds_total",
+        "blkqos_cpu_idle_state_disabled",
+    ] {
+        assert!(!m.samples.contains_key(&c6(family)), "{family} exported");
+    }
+    // the state itself and the other CPUs' counters are still there
+    assert_eq!(
+        m.get(&c6("blkqos_cpu_idle_state_exit_latency_seconds")),
+        "0.00017"
+    );
+    assert_eq!(
+        m.get(r#"blkqos_cpu_idle_state_usage_total{cpu="2",index="3",state="C6"}"#),
+        "4000"
+    );
+    let r = env.run(&["status"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let st3 = (r.stdout.lines())
+        .find(|l| l.trim_start().starts_with("state3"))
+        .unwrap_or_else(|| panic!("{}", r.stdout));
+    let cells: Vec<&str> = st3.split_whitespace().collect();
+    assert_eq!(
+        cells[4..],
+        ["?", "?"],
+        "disabled and idle time unknown: {st3}"
+    );
+    let j = env.run(&["status", "--json"]).json();
+    let cpu0 = (j["devices"].as_array().unwrap().iter())
+        .flat_map(|d| d["cpus"].as_array().unwrap().iter())
+        .find(|c| c["cpu"] == 0)
+        .expect("cpu 0 in status");
+    let state = &cpu0["states"][3];
+    assert!(state["usage"].is_null(), "{state}");
+    assert!(state["time_us"].is_null(), "{state}");
+    assert!(state["disabled"].is_null(), "{state}");
+}
+
+#[test]
+fn a_malformed_lease_is_warned_about_naming_the_file() {
+    let env = Env::zoo(Abi::Queue);
+    env.fx
+        .put("devices/system/cpu/cpu1/cpuidle/cpu_lat_lease", "4 x");
+    let (r, m) = metrics(&env, &["/nonexistent/p.toml"]);
+    r.assert_stderr_has("cpu1/cpuidle/cpu_lat_lease");
+    assert!(!m.samples.contains_key(r#"blkqos_cpu_lease_held{cpu="1"}"#));
+    assert_eq!(m.get(r#"blkqos_cpu_lease_held{cpu="0"}"#), "0");
+    let r = env.run(&["status"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    r.assert_stderr_has("cpu1/cpuidle/cpu_lat_lease");
+    assert_eq!(
+        r.stderr.matches("cpu_lat_lease").count(),
+        1,
+        "warned once: {}",
+        r.stderr
+    );
+    assert!(r.stdout.contains("cpu1=?"), "{}", r.stdout);
+}
+
+/// As a user who cannot look into other processes' fds, the
+/// /dev/cpu_dma_latency holders are unknown, not none.
+#[test]
+fn processes_that_cannot_be_inspected_make_dma_latency_unknown() {
+    if !is_root("run as nobody on the live /sys") {
+        return;
+    }
+    let env = Env::zoo(Abi::Queue);
+    fs::set_permissions(&env.work, fs::Permissions::from_mode(0o755)).unwrap();
+    let run = |args: &[&str]| {
+        env.bare_cmd()
+            .uid(65534)
+            .gid(65534)
+            .args(["--sysfs", "/sys"])
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let out = run(&["metrics", "/nonexistent.toml"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let m = parse(&String::from_utf8_lossy(&out.stdout));
+    assert!(
+        !m.samples
+            .contains_key(r#"blkqos_conflicts{kind="cpu-dma-latency"}"#),
+        "a count of holders although pid 1 could not be inspected"
+    );
+    let n: u64 = m
+        .get(r#"blkqos_conflicts_unchecked{kind="cpu-dma-latency"}"#)
+        .parse()
+        .unwrap();
+    assert!(n >= 1, "pid 1 at least");
+    // the kinds it could check are counted
+    m.get(r#"blkqos_conflicts{kind="udev-rule"}"#);
+    let out = run(&["status"]);
+    assert!(out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("could not check") && stderr.contains("/dev/cpu_dma_latency"),
+        "{stderr}"
+    );
+}
+
+/// The dashboard's check passes on an idle machine (no lease held, so no
+/// `blkqos_cpu_lease_limit_seconds` sample) given the README's table.
+#[test]
+fn the_dashboard_check_passes_on_an_idle_machine() {
+    let env = Env::zoo(Abi::Queue);
+    let r = env.run(&["metrics", "/nonexistent.toml"]);
+    assert_eq!(r.code, 0);
+    assert!(!r.stdout.contains("blkqos_cpu_lease_limit_seconds"));
+    let prom = env.work.join("idle.prom");
+    fs::write(&prom, &r.stdout).unwrap();
+    let root = env!("CARGO_MANIFEST_DIR");
+    let out = std::process::Command::new("python3")
+        .arg(format!("{root}/contrib/grafana/check.py"))
+        .arg(format!("{root}/contrib/grafana/blkqos.json"))
+        .arg(&prom)
+        .arg("--documented")
+        .arg(format!("{root}/README.md"))
+        .output()
+        .expect("python3 runs");
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A knob value with an escape sequence (a fake or broken sysfs) is printed
+/// escaped, not sent to the terminal.
+#[test]
+fn control_characters_in_knob_values_are_escaped_in_tables() {
+    let env = Env::zoo(Abi::Queue);
+    env.fx
+        .put("block/nvme0n1/queue/cpu_lat_limit_us", "4\x1b[2J");
+    env.fx
+        .put("block/nvme0n1/queue/cpu_lat_timeout_ms", "3\x07");
+    for cmd in ["list", "status"] {
+        let r = env.run(&[cmd]);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        assert!(!r.stdout.contains('\x1b'), "{cmd}: {}", r.stdout);
+        assert!(!r.stdout.contains('\x07'), "{cmd}: {}", r.stdout);
+        assert!(r.stdout.contains(r"4\x1b[2J"), "{cmd}: {}", r.stdout);
+    }
 }

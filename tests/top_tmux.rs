@@ -275,6 +275,29 @@ fn top_puts_the_terminal_back_on_sigterm() {
     session.assert_restored(143);
 }
 
+/// SIGQUIT (Ctrl-\\ outside raw mode, or kill -QUIT) would otherwise dump
+/// core with the terminal left raw.
+#[test]
+fn top_puts_the_terminal_back_on_sigquit() {
+    if !has_tmux() {
+        return;
+    }
+    let session = Session::start();
+    until(
+        &session.tmux,
+        "the first frame",
+        || {},
+        |s| s.contains("cpu3"),
+    );
+    let pid = std::fs::read_to_string(&session.pid).expect("pid written");
+    let killed = Command::new("kill")
+        .args(["-QUIT", pid.trim()])
+        .status()
+        .expect("kill runs");
+    assert!(killed.success());
+    session.assert_restored(131);
+}
+
 #[test]
 fn top_without_a_terminal_says_so_and_draws_nothing() {
     let env = Env::zoo(Abi::Queue);

@@ -3,7 +3,15 @@
 PromQL expression (panel targets and templating queries) names at least
 one metric, and only metrics whose families the given exposition has.
 
-Usage: check.py DASHBOARD.json METRICS.prom   (prints the problems; exit 1 if any)
+Usage: check.py DASHBOARD.json METRICS.prom [--documented README.md]
+(prints the problems; exit 1 if any)
+
+A family with no samples is not in the exposition at all (the lease's
+limit while no lease holds, the knobs on a kernel without them), so one
+reading cannot show every family: with --documented, the families of the
+README's metric table count as emitted too. Run it on an exposition with a
+live lease as well (tests/monitoring/run does), so that a name that is
+documented but no longer emitted is caught there.
 """
 import json
 import re
@@ -59,12 +67,28 @@ def emitted(text):
     return names
 
 
+def documented(text):
+    """Families named in the first column of the README's metric table."""
+    return set(re.findall(r"^\| `(blkqos_\w+)` \|", text, re.M))
+
+
 def main():
-    dashboard, metrics = sys.argv[1], sys.argv[2]
+    args = sys.argv[1:]
+    readme = None
+    if "--documented" in args:
+        i = args.index("--documented")
+        readme = args[i + 1]
+        del args[i:i + 2]
+    if len(args) != 2:
+        sys.exit(__doc__)
+    dashboard, metrics = args
     with open(dashboard) as f:
         dash = json.load(f)
     with open(metrics) as f:
         have = emitted(f.read())
+    if readme:
+        with open(readme) as f:
+            have |= documented(f.read())
     problems = []
     exprs = list(expressions(dash))
     if not exprs:

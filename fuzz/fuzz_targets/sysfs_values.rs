@@ -26,7 +26,7 @@ fuzz_target!(|data: &[u8]| {
         })
         .collect();
     if let Some(s) = auto_choice(&states) {
-        assert!(!s.disabled);
+        assert!(s.disabled != Some(true));
         assert!(states.iter().any(|t| t.index == s.index));
     }
 });

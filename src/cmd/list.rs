@@ -150,8 +150,9 @@ pub fn list(ctx: &Ctx, json: bool, out: &mut String) -> Result<u8, Error> {
                 escape_control(&dash(d.model.as_deref())).into_owned(),
                 human_size(d.size_bytes),
                 d.abi.describe().into(),
-                dash(r.knobs.limit_text.as_deref()),
-                dash(r.knobs.timeout_text.as_deref()),
+                // the kernel's text, escaped before it reaches a terminal
+                escape_control(&dash(r.knobs.limit_text.as_deref())).into_owned(),
+                escape_control(&dash(r.knobs.timeout_text.as_deref())).into_owned(),
                 lower,
                 note,
             ]

@@ -17,10 +17,13 @@ use crate::plan::owning_rule;
 use crate::profile::Profile;
 use crate::state::State;
 use std::collections::{BTreeMap, BTreeSet};
-use std::fs::{self, File, OpenOptions};
-use std::io::Write;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-use std::path::Path;
+use std::ffi::{CStr, CString};
+use std::fs::{self, File};
+use std::io::{self, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Component, Path, PathBuf};
 use std::time::Instant;
 
 pub fn metrics(
@@ -67,12 +70,19 @@ pub fn collect(ctx: &Ctx, profile_path: &Path) -> Result<String, Error> {
         }
     };
     let mut found = conflicts::in_sysfs(&ctx.sysfs, &state);
+    // The kinds looked for: a --sysfs tree is not this host, so what only
+    // the host shows is not looked at there, and absent rather than 0.
+    let mut checked = vec![Kind::IdleStateDisabled, Kind::ResumeLatency];
+    let mut unchecked_pids = None;
     if ctx.sysfs.is_live() {
-        found.extend(conflicts::on_host(
-            Path::new("/etc"),
-            Path::new("/usr/lib"),
-            Path::new("/proc"),
-        ));
+        let host = conflicts::on_host(Path::new("/etc"), Path::new("/usr/lib"), Path::new("/proc"));
+        found.extend(host.found);
+        checked.extend([Kind::UdevRule, Kind::Tuned]);
+        // a count of holders with processes left out would read as "none"
+        if host.unchecked_pids == 0 {
+            checked.push(Kind::CpuDmaLatency);
+        }
+        unchecked_pids = Some(host.unchecked_pids);
     }
 
     let mut families = device_families(ctx, &inv, profile.as_ref());
@@ -83,12 +93,22 @@ pub fn collect(ctx: &Ctx, profile_path: &Path) -> Result<String, Error> {
         Type::Gauge,
         "Settings outside blkqos that work against it, by kind (what `blkqos status` lists).",
     );
-    let mut by_kind: BTreeMap<Kind, u64> = Kind::ALL.iter().map(|&k| (k, 0)).collect();
+    let mut by_kind: BTreeMap<Kind, u64> = checked.iter().map(|&k| (k, 0)).collect();
     for c in &found {
-        *by_kind.entry(c.kind).or_default() += 1;
+        if let Some(n) = by_kind.get_mut(&c.kind) {
+            *n += 1;
+        }
     }
     for (kind, n) in by_kind {
         conflicts.add(&[("kind", kind.as_str())], int(n));
+    }
+    let mut unchecked = Family::new(
+        "blkqos_conflicts_unchecked",
+        Type::Gauge,
+        "Things a conflict kind could not be checked on (cpu-dma-latency: processes whose /proc/PID/fd was refused); while above 0 that kind has no blkqos_conflicts sample.",
+    );
+    if let Some(n) = unchecked_pids {
+        unchecked.add(&[("kind", Kind::CpuDmaLatency.as_str())], int(n as u64));
     }
     let mut readable = Family::new(
         "blkqos_state_readable",
@@ -122,7 +142,9 @@ pub fn collect(ctx: &Ctx, profile_path: &Path) -> Result<String, Error> {
         "How long reading everything above took.",
     );
     took.add(&[], micros(start.elapsed().as_micros() as u64));
-    families.extend([conflicts, readable, saved, profile_ok, build, took]);
+    families.extend([
+        conflicts, unchecked, readable, saved, profile_ok, build, took,
+    ]);
     Ok(render(&families))
 }
 
@@ -152,7 +174,12 @@ fn device_families(ctx: &Ctx, inv: &Inventory, profile: Option<&Profile>) -> Vec
     let mut limit = Family::new(
         "blkqos_device_cpu_lat_limit_seconds",
         Gauge,
-        "cpu_lat_limit_us in seconds: the deepest idle exit latency the disk's CPUs may use while it has I/O; -1 off; absent when it reads auto.",
+        "cpu_lat_limit_us in seconds: the deepest idle exit latency the disk's CPUs may use while it has I/O; absent when it reads auto or off.",
+    );
+    let mut off = Family::new(
+        "blkqos_device_cpu_lat_limit_off",
+        Gauge,
+        "1 if cpu_lat_limit_us reads -1 (no limit; then no _seconds sample), 0 if not.",
     );
     let mut auto = Family::new(
         "blkqos_device_cpu_lat_limit_auto",
@@ -213,9 +240,10 @@ fn device_families(ctx: &Ctx, inv: &Inventory, profile: Option<&Profile>) -> Vec
             if let Some(v) = ctx.sysfs.attr(&knobs::limit_path(d.abi, &d.name)) {
                 let v = v.trim();
                 auto.add(&dev, int(u8::from(v == "auto")));
-                if v == knobs::OFF {
-                    limit.add(&dev, "-1");
-                } else if let Ok(us) = v.parse::<u64>() {
+                // off is its own gauge: -1 among seconds would average and
+                // compare as a limit
+                off.add(&dev, int(u8::from(v == knobs::OFF)));
+                if let Ok(us) = v.parse::<u64>() {
                     limit.add(&dev, micros(us));
                 }
             }
@@ -238,6 +266,7 @@ fn device_families(ctx: &Ctx, inv: &Inventory, profile: Option<&Profile>) -> Vec
         info,
         limit,
         auto,
+        off,
         timeout,
         reads,
         writes,
@@ -302,7 +331,12 @@ fn cpu_families(ctx: &Ctx) -> Vec<Family> {
     );
     for cpu in idle::present_cpus(&ctx.sysfs) {
         let c = cpu.to_string();
-        if let Some(lease) = idle::cpu_lease(&ctx.sysfs, cpu) {
+        let lease = idle::cpu_lease(&ctx.sysfs, cpu).unwrap_or_else(|e| {
+            // once per run, and per CPU: each CPU has its own file
+            log::warn!("{e}");
+            None
+        });
+        if let Some(lease) = lease {
             let at = [("cpu", c.as_str())];
             match lease {
                 Lease::Free => {
@@ -323,8 +357,13 @@ fn cpu_families(ctx: &Ctx) -> Vec<Family> {
                 ("index", index.as_str()),
                 ("state", s.name.as_str()),
             ];
-            usage.add(&at, int(s.usage));
-            time.add(&at, micros(s.time_us));
+            // an unparseable counter is left out: a 0 would read as a reset
+            if let Some(n) = s.usage {
+                usage.add(&at, int(n));
+            }
+            if let Some(us) = s.time_us {
+                time.add(&at, micros(us));
+            }
             for (family, name) in [(&mut above, "above"), (&mut below, "below")] {
                 if let Some(n) = idle::state_counter(&ctx.sysfs, cpu, s.index, name) {
                     family.add(&at, int(n));
@@ -332,7 +371,9 @@ fn cpu_families(ctx: &Ctx) -> Vec<Family> {
             }
             exit.add(&at, micros(s.latency_us));
             residency.add(&at, micros(s.residency_us));
-            disabled.add(&at, int(u8::from(s.disabled)));
+            if let Some(d) = s.disabled {
+                disabled.add(&at, int(u8::from(d)));
+            }
         }
     }
     vec![
@@ -350,40 +391,192 @@ fn cpu_families(ctx: &Ctx) -> Vec<Family> {
 }
 
 /// Replace `path` with `text` so that a reader (the textfile collector)
-/// sees the old file or the new one, never part of one: a temporary in the
-/// same directory (named so the collector, which reads `*.prom`, skips
-/// it), fsync, rename, fsync the directory. The temporary goes on failure.
-pub fn write_textfile(path: &Path, text: &str) -> std::io::Result<()> {
-    let dir = match path.parent() {
+/// sees the old file or the new one, never part of one, and so that whoever
+/// owns the directory (prometheus, on Debian) cannot steer root's write
+/// elsewhere: the directory is opened one component at a time without
+/// following a link (`open_dir`), and the temporary is created and renamed
+/// relative to that open directory, so a link swapped in later changes
+/// nothing.
+///
+/// No fsync, of the file or the directory: the rename alone is what makes
+/// the replacement atomic for readers. fsync only buys durability across a
+/// crash, which a file regenerated every 15 s does not need (after one the
+/// worst is an empty file, no blkqos metrics, until the next run), and on a
+/// busy disk it waits for the journal, which would stall a scrape helper.
+pub fn write_textfile(path: &Path, text: &str) -> io::Result<()> {
+    let bytes = path.as_os_str().as_bytes();
+    let name = match path.file_name() {
+        // "DIR/" and "DIR/." name the directory, not a file in it
+        Some(n) if !bytes.ends_with(b"/") && !bytes.ends_with(b"/.") => n,
+        _ => {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "names a directory, not a file (expected DIR/NAME.prom)",
+            ));
+        }
+    };
+    let dir = open_dir(match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
-    };
-    let name = path
-        .file_name()
-        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a file name"))?;
-    let tmp = dir.join(format!(
-        ".{}.{}.tmp",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
+    })?;
+    let name = cstring(name)?;
+    let (tmp, file) = create_temporary(&dir, name.as_bytes())?;
     let written = (|| {
-        let mut f = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o644)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&tmp)?;
+        let mut file = file;
         // 0644 whatever the umask: the collector runs as another user
-        f.set_permissions(fs::Permissions::from_mode(0o644))?;
-        f.write_all(text.as_bytes())?;
-        f.sync_all()?;
-        fs::rename(&tmp, path)
+        file.set_permissions(fs::Permissions::from_mode(0o644))?;
+        file.write_all(text.as_bytes())?;
+        // SAFETY: both names are NUL-terminated strings and `dir` an open
+        // descriptor for the whole call.
+        let r = unsafe {
+            libc::renameat(
+                dir.as_raw_fd(),
+                tmp.as_ptr(),
+                dir.as_raw_fd(),
+                name.as_ptr(),
+            )
+        };
+        if r != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
     })();
     if written.is_err() {
-        let _ = fs::remove_file(&tmp);
+        // only the temporary this run created (O_EXCL), never one of the
+        // same name someone else left
+        // SAFETY: as for renameat above.
+        unsafe { libc::unlinkat(dir.as_raw_fd(), tmp.as_ptr(), 0) };
     }
-    written?;
-    File::open(dir)?.sync_all()
+    written
+}
+
+fn cstring(name: &std::ffi::OsStr) -> io::Result<CString> {
+    CString::new(name.as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a NUL byte in the name"))
+}
+
+/// `dir` opened (O_PATH) one component at a time from `/` or the working
+/// directory, each with O_NOFOLLOW and checked with fstat: a link anywhere
+/// in the path is refused, not followed, and so is a directory others may
+/// write to without the sticky bit (anyone could replace what it holds).
+fn open_dir(dir: &Path) -> io::Result<OwnedFd> {
+    let (start, start_c) = if dir.is_absolute() {
+        ("/", c"/")
+    } else {
+        (".", c".")
+    };
+    let mut fd = open_at(libc::AT_FDCWD, start_c, start)?;
+    let mut shown = PathBuf::from(start);
+    check_dir(&fd, &shown)?;
+    for c in dir.components() {
+        let part = match c {
+            Component::RootDir | Component::CurDir | Component::Prefix(_) => continue,
+            Component::ParentDir => std::ffi::OsStr::new(".."),
+            Component::Normal(p) => p,
+        };
+        shown.push(part);
+        let name = cstring(part)?;
+        fd = open_at(fd.as_raw_fd(), &name, &shown.to_string_lossy())?;
+        check_dir(&fd, &shown)?;
+    }
+    Ok(fd)
+}
+
+fn open_at(dirfd: RawFd, name: &CStr, shown: &str) -> io::Result<OwnedFd> {
+    // SAFETY: `name` is NUL-terminated; `dirfd` is AT_FDCWD or open.
+    let fd = unsafe {
+        libc::openat(
+            dirfd,
+            name.as_ptr(),
+            libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        let e = io::Error::last_os_error();
+        return Err(io::Error::new(e.kind(), format!("{shown}: {e}")));
+    }
+    // SAFETY: a descriptor openat just returned, owned by nothing else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+fn check_dir(fd: &OwnedFd, shown: &Path) -> io::Result<()> {
+    // SAFETY: an all-zero stat is a valid value for fstat to fill in.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `fd` is open and `st` a stat to write to.
+    if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let refuse = |why: String| {
+        Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!("{}: {why}", shown.display()),
+        ))
+    };
+    match st.st_mode & libc::S_IFMT {
+        libc::S_IFDIR => {}
+        libc::S_IFLNK => {
+            return refuse(
+                "a symbolic link, which is not followed here (name the real directory)".into(),
+            );
+        }
+        _ => return refuse("not a directory".into()),
+    }
+    if st.st_mode & 0o002 != 0 && st.st_mode & 0o1000 == 0 {
+        return refuse(format!(
+            "a directory others can write to without the sticky bit (mode {:o})",
+            st.st_mode & 0o7777
+        ));
+    }
+    Ok(())
+}
+
+/// A new file beside `name` in `dir`, named so that the collector (which
+/// reads `*.prom`) skips it and nobody can guess it: O_CREAT|O_EXCL|
+/// O_NOFOLLOW, so it is always a file this run created; on the unlikely
+/// clash of random names, another name.
+fn create_temporary(dir: &OwnedFd, name: &[u8]) -> io::Result<(CString, File)> {
+    let mut last = None;
+    for _ in 0..8 {
+        let mut tmp = b".".to_vec();
+        tmp.extend_from_slice(name);
+        tmp.extend_from_slice(format!(".{:016x}.tmp", random_u64()).as_bytes());
+        let tmp = CString::new(tmp)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a NUL byte in the name"))?;
+        // SAFETY: `tmp` is NUL-terminated, `dir` open.
+        let fd = unsafe {
+            libc::openat(
+                dir.as_raw_fd(),
+                tmp.as_ptr(),
+                libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_WRONLY | libc::O_CLOEXEC,
+                0o644 as libc::c_uint,
+            )
+        };
+        if fd >= 0 {
+            // SAFETY: a descriptor openat just returned, owned by nothing else.
+            return Ok((tmp, unsafe { File::from_raw_fd(fd) }));
+        }
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EEXIST) {
+            return Err(e);
+        }
+        last = Some(e);
+    }
+    Err(last.unwrap_or_else(|| io::Error::other("no temporary name")))
+}
+
+/// 64 random bits from getrandom(2); should it fail (it does not, for 8
+/// bytes, once the pool is ready), the time and pid, which O_EXCL still
+/// makes safe, only guessable.
+fn random_u64() -> u64 {
+    let mut buf = [0u8; 8];
+    // SAFETY: `buf` is writable for its length.
+    let n = unsafe { libc::getrandom(buf.as_mut_ptr().cast(), buf.len(), libc::GRND_NONBLOCK) };
+    if n == 8 {
+        return u64::from_ne_bytes(buf);
+    }
+    let nanos = (std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH))
+        .map_or(0, |d| d.subsec_nanos());
+    (u64::from(std::process::id()) << 32) | u64::from(nanos)
 }
 
 #[cfg(test)]
@@ -409,5 +602,23 @@ mod tests {
         let mode = fs::metadata(&target).expect("stat").permissions().mode();
         assert_eq!(mode & 0o777, 0o644);
         assert_eq!(fs::read_dir(dir.path()).expect("ls").count(), 1);
+    }
+
+    #[test]
+    fn a_temporary_someone_else_left_is_neither_used_nor_removed() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let target = dir.path().join("blkqos.prom");
+        // the name the old code would pick, taken by someone else
+        let theirs = dir
+            .path()
+            .join(format!(".blkqos.prom.{}.tmp", std::process::id()));
+        fs::write(&theirs, "theirs\n").expect("write");
+        write_textfile(&target, "new 1\n").expect("written beside it");
+        assert_eq!(fs::read_to_string(&target).expect("read"), "new 1\n");
+        assert_eq!(
+            fs::read_to_string(&theirs).expect("still there"),
+            "theirs\n"
+        );
+        assert_eq!(fs::read_dir(dir.path()).expect("ls").count(), 2);
     }
 }

@@ -20,9 +20,10 @@ struct IdleStateOut<'a> {
     name: &'a str,
     latency_us: u64,
     residency_us: u64,
-    disabled: bool,
-    usage: u64,
-    time_us: u64,
+    /// null where the kernel's value does not parse
+    disabled: Option<bool>,
+    usage: Option<u64>,
+    time_us: Option<u64>,
 }
 
 impl<'a> From<&'a IdleState> for IdleStateOut<'a> {
@@ -44,8 +45,12 @@ struct CpuStatus<'a> {
     cpu: u32,
     /// The per-CPU PM QoS resume latency ("0" = no constraint, "n/a" = none tolerated).
     pm_qos_resume_latency_us: Option<String>,
-    /// The live lease (`cpuidle/cpu_lat_lease`); null on a kernel without it.
+    /// The live lease (`cpuidle/cpu_lat_lease`); null on a kernel without
+    /// it, or when it does not read as a lease (then a warning says so).
     lease: Option<LeaseOut>,
+    /// The attribute is there but does not parse: `cpuN=?` in the table.
+    #[serde(skip)]
+    lease_bad: bool,
     states: Vec<IdleStateOut<'a>>,
 }
 
@@ -109,13 +114,25 @@ pub fn status(ctx: &Ctx, json: bool, out: &mut String) -> Result<u8, Error> {
         }
     }
     let mut warn = inv.warnings.clone();
+    // each CPU's lease read once, so a bad one is warned about once however
+    // many disks share the CPU
+    let mut leases: BTreeMap<u32, Result<Option<Lease>, ()>> = BTreeMap::new();
+    for &c in idle_tables.keys() {
+        let lease = idle::cpu_lease(&ctx.sysfs, c).map_err(|e| warn.push(e.to_string()));
+        leases.insert(c, lease);
+    }
     let mut found = conflicts::in_sysfs(&ctx.sysfs, &state);
     if ctx.sysfs.is_live() {
-        found.extend(conflicts::on_host(
-            Path::new("/etc"),
-            Path::new("/usr/lib"),
-            Path::new("/proc"),
-        ));
+        let host = conflicts::on_host(Path::new("/etc"), Path::new("/usr/lib"), Path::new("/proc"));
+        found.extend(host.found);
+        if host.unchecked_pids > 0 {
+            warn.push(format!(
+                "conflict: could not check {} process(es) for /dev/cpu_dma_latency: their \
+                 /proc/PID/fd is refused without CAP_SYS_PTRACE (another user's, or with \
+                 more capabilities); whether they hold it is unknown",
+                host.unchecked_pids
+            ));
+        }
     }
     warn.extend(found.into_iter().map(|c| format!("conflict: {c}")));
     let snap = Snapshot::take(&ctx.sysfs, inv, state, None);
@@ -141,7 +158,11 @@ pub fn status(ctx: &Ctx, json: bool, out: &mut String) -> Result<u8, Error> {
             .map(|&c| CpuStatus {
                 cpu: c,
                 pm_qos_resume_latency_us: ctx.sysfs.attr(&idle::cpu_resume_latency_path(c)),
-                lease: idle::cpu_lease(&ctx.sysfs, c).map(LeaseOut::from),
+                lease: leases
+                    .get(&c)
+                    .and_then(|l| l.ok().flatten())
+                    .map(LeaseOut::from),
+                lease_bad: leases.get(&c).is_some_and(Result::is_err),
                 states: table_of(c).iter().map(IdleStateOut::from).collect(),
             })
             .collect();
@@ -175,8 +196,10 @@ pub fn status(ctx: &Ctx, json: bool, out: &mut String) -> Result<u8, Error> {
                 vec![
                     format!("  {}", t.name),
                     t.abi.into(),
-                    t.knobs.limit_text.clone().unwrap_or_else(|| "-".into()),
-                    t.knobs.timeout_text.clone().unwrap_or_else(|| "-".into()),
+                    // the kernel's text, escaped: a broken or fake sysfs
+                    // must not reach the terminal's control sequences
+                    escape_control(t.knobs.limit_text.as_deref().unwrap_or("-")).into_owned(),
+                    escape_control(t.knobs.timeout_text.as_deref().unwrap_or("-")).into_owned(),
                     format_cpus(&t.cpus),
                 ]
             })
@@ -200,6 +223,9 @@ pub fn status(ctx: &Ctx, json: bool, out: &mut String) -> Result<u8, Error> {
         }
         let leases: Vec<String> = (d.cpus.iter())
             .filter_map(|c| {
+                if c.lease_bad {
+                    return Some(format!("cpu{}=?", c.cpu));
+                }
                 let l = c.lease.as_ref()?;
                 Some(match l.limit_us {
                     Some(us) => format!("cpu{}={us}us/{}us", c.cpu, l.left_us),
@@ -230,32 +256,33 @@ fn residency_table(style: Style, cpus: &[CpuStatus]) -> String {
     let Some(first) = cpus.iter().find(|c| !c.states.is_empty()) else {
         return "  no cpuidle states\n".into();
     };
+    // shares of the times that parse; a state with one that does not is `?`
     let total: u64 = (cpus.iter())
         .flat_map(|c| c.states.iter())
-        .map(|s| s.time_us)
+        .filter_map(|s| s.time_us)
         .sum();
     let rows: Vec<Vec<String>> = (first.states.iter())
         .map(|s| {
-            let time: u64 = (cpus.iter())
+            let time: Option<u64> = (cpus.iter())
                 .flat_map(|c| c.states.iter().filter(|x| x.index == s.index))
                 .map(|x| x.time_us)
                 .sum();
-            let share = if total == 0 {
-                0.0
-            } else {
-                100.0 * time as f64 / total as f64
+            let share = match time {
+                None => "?".to_string(),
+                Some(_) if total == 0 => "0.0%".to_string(),
+                Some(t) => format!("{:.1}%", 100.0 * t as f64 / total as f64),
             };
             vec![
                 format!("  state{}", s.index),
                 escape_control(s.name).into_owned(),
                 s.latency_us.to_string(),
                 s.residency_us.to_string(),
-                if s.disabled {
-                    "yes".into()
-                } else {
-                    "no".into()
+                match s.disabled {
+                    Some(true) => "yes".into(),
+                    Some(false) => "no".into(),
+                    None => "?".into(),
                 },
-                format!("{share:.1}%"),
+                share,
             ]
         })
         .collect();

@@ -1,8 +1,9 @@
 //! `top`: a live view, redrawn every interval: per disk the IOPS (from
 //! `stat` deltas) and the limit in force, per CPU the share of the interval
 //! spent in each idle state (from cpuidle `time` deltas) and the lease.
-//! The terminal is put back on every way out: `q`, Ctrl-C, SIGINT, SIGTERM,
-//! SIGHUP, an error or a panic.
+//! The terminal is put back on every way out but SIGKILL (which cannot be
+//! caught): `q`, Ctrl-C, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1,
+//! SIGUSR2, an error (a failed start included) or a panic.
 
 use super::Ctx;
 use crate::abi::{Abi, knobs};
@@ -36,8 +37,11 @@ pub struct Sample {
     /// Per disk, in `View::disks` order: counters, limit and timeout text.
     pub disks: Vec<(Option<DiskStat>, String, String)>,
     /// Per CPU, in `View::cpus` order.
-    pub cpus: Vec<(Vec<IdleState>, Option<Lease>)>,
+    pub cpus: Vec<(Vec<IdleState>, Option<LeaseRead>)>,
 }
+
+/// A CPU's lease as read: the lease, or the text that did not parse.
+pub type LeaseRead = Result<Lease, idle::BadLease>;
 
 impl View {
     pub fn scan(ctx: &Ctx) -> Result<View, Error> {
@@ -65,6 +69,8 @@ impl View {
             let mut values: Vec<String> = (targets.iter())
                 .filter(|(_, abi)| *abi != Abi::None)
                 .filter_map(|(t, abi)| ctx.sysfs.attr(&path(*abi, t)))
+                // the kernel's text on the terminal: no control sequences
+                .map(|v| escape_control(&v).into_owned())
                 .collect();
             values.dedup();
             values
@@ -94,7 +100,9 @@ impl View {
             .map(|&c| {
                 (
                     idle::cpu_states(&ctx.sysfs, c),
-                    idle::cpu_lease(&ctx.sysfs, c),
+                    // `top` cannot print a warning under its screen: the
+                    // cell says `?` (`Some(Err)`)
+                    idle::cpu_lease(&ctx.sysfs, c).transpose(),
                 )
             })
             .collect();
@@ -127,6 +135,7 @@ pub fn frame(style: Style, header: &str, view: &View, prev: &Sample, cur: &Sampl
         }
     };
     let mut lines = vec![header.to_string(), String::new()];
+    // limit and timeout cells are the kernel's text: escaped in `sample`
     let rows: Vec<Vec<String>> = (view.disks.iter().zip(&prev.disks).zip(&cur.disks))
         .map(|((disk, (before, _, _)), (now, limit, timeout))| {
             let (r, w) = match (before, now) {
@@ -169,18 +178,21 @@ pub fn frame(style: Style, header: &str, view: &View, prev: &Sample, cur: &Sampl
                 let time =
                     |t: &[IdleState]| t.iter().find(|s| s.index == *index).map(|s| s.time_us);
                 row.push(match (time(before), time(now)) {
-                    (Some(a), Some(b)) if secs > 0.0 => {
+                    (Some(Some(a)), Some(Some(b))) if secs > 0.0 => {
                         let share = b.saturating_sub(a) as f64 / (secs * 1e6) * 100.0;
                         format!("{:.1}%", share.min(100.0))
                     }
-                    (Some(_), Some(_)) => "-".into(),
+                    (Some(Some(_)), Some(Some(_))) => "-".into(),
+                    // the state is there, its time does not parse
+                    (Some(_), Some(_)) => "?".into(),
                     _ => "n/a".into(),
                 });
             }
             row.push(match lease {
                 None => "-".into(),
-                Some(Lease::Free) => "none".into(),
-                Some(Lease::Held { limit_us, left_us }) => {
+                Some(Err(_)) => "?".into(),
+                Some(Ok(Lease::Free)) => "none".into(),
+                Some(Ok(Lease::Held { limit_us, left_us })) => {
                     format!(
                         "held {limit_us} us, {:.1} ms left",
                         *left_us as f64 / 1000.0
@@ -205,6 +217,9 @@ impl Screen {
     fn enter() -> std::io::Result<Screen> {
         terminal::enable_raw_mode()?;
         ACTIVE.store(true, Ordering::SeqCst);
+        // from here a failure returns early and drops `screen`, which puts
+        // raw mode (and whatever part of the rest was sent) back
+        let screen = Screen;
         let mut out = std::io::stdout();
         queue!(
             out,
@@ -213,7 +228,7 @@ impl Screen {
             cursor::Hide
         )?;
         out.flush()?;
-        Ok(Screen)
+        Ok(screen)
     }
 }
 
@@ -281,6 +296,12 @@ pub fn top(ctx: &Ctx, interval: Duration) -> Result<u8, Error> {
         signal_hook::consts::SIGINT,
         signal_hook::consts::SIGTERM,
         signal_hook::consts::SIGHUP,
+        // would dump core (SIGQUIT) or end the process (SIGUSR1/2) with
+        // the terminal left raw; SIGPIPE is ignored by the Rust runtime and
+        // a failed write is an error, which restores too
+        signal_hook::consts::SIGQUIT,
+        signal_hook::consts::SIGUSR1,
+        signal_hook::consts::SIGUSR2,
     ] {
         // the signal's number, so the exit status can say which (128 + n)
         signal_hook::flag::register_usize(sig, Arc::clone(&signal), sig as usize)
@@ -373,6 +394,28 @@ mod tests {
         assert!(cpu1.ends_with("held 4 us, 2.5 ms left"), "{cpu1}");
         assert!(
             text.contains("CPU   POLL  C1    C1E   C6     LEASE"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn control_characters_in_knob_values_are_escaped() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut f = Fixture::new(dir.path(), 1, Abi::Queue);
+        let disk = f.nvme(0, "M", "S");
+        f.put(&format!("block/{disk}/queue/cpu_lat_limit_us"), "\x1b[2J");
+        f.put(&format!("block/{disk}/queue/cpu_lat_timeout_ms"), "3\x07");
+        let ctx = Ctx {
+            sysfs: Sysfs::new(dir.path()),
+            state: StateDir::new(dir.path().join("state")),
+            style: Style::detect(),
+        };
+        let view = View::scan(&ctx).expect("scan");
+        let s = view.sample(&ctx);
+        let text = frame(ctx.style, "h", &view, &s, &s).join("\n");
+        assert!(!text.contains('\x1b') && !text.contains('\x07'), "{text:?}");
+        assert!(
+            text.contains(r"\x1b[2J us") && text.contains(r"3\x07 ms"),
             "{text}"
         );
     }
