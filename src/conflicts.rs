@@ -22,14 +22,6 @@ pub enum Kind {
 }
 
 impl Kind {
-    pub const ALL: [Kind; 5] = [
-        Kind::IdleStateDisabled,
-        Kind::ResumeLatency,
-        Kind::CpuDmaLatency,
-        Kind::UdevRule,
-        Kind::Tuned,
-    ];
-
     pub fn as_str(self) -> &'static str {
         match self {
             Kind::IdleStateDisabled => "idle-state-disabled",
