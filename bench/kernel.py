@@ -114,8 +114,13 @@ def spread_of(values):
 
 def collect():
     records = []
-    for mode in ("psd", "nopsd", "psdmodel"):
-        records += parse(os.path.join(CACHE, f"console-bench-{mode}.log"))
+    # psd-local: the lease kernel's second guest (the local shape), in
+    # runs that split the lease kernel's shapes over two guests
+    for mode in ("psd", "psd-local", "nopsd", "psdmodel"):
+        log = os.path.join(CACHE, f"console-bench-{mode}.log")
+        if mode == "psd-local" and not os.path.exists(log):
+            continue
+        records += parse(log)
     result = {"hotpath": [], "latency": [], "power": []}
     runs, lat_runs = [], []
     for kind, f in records:
