@@ -47,6 +47,7 @@ and no kernel without the lease: report.py then carries the hot path's
 figures over from the results file it is given).
 """
 import argparse
+import glob
 import json
 import os
 import re
@@ -116,13 +117,9 @@ def spread_of(values):
 
 def collect():
     records = []
-    # psd-local: the lease kernel's second guest (the local shape), in
-    # runs that split the lease kernel's shapes over two guests
-    for mode in ("psd", "psd-local", "nopsd", "psdmodel"):
-        log = os.path.join(CACHE, f"console-bench-{mode}.log")
-        # nopsd: only with the hot path (BLKQOS_BENCH_HOTPATH=0 leaves it out)
-        if mode in ("psd-local", "nopsd") and not os.path.exists(log):
-            continue
+    # every guest of the last run: one per kernel, governor and shape
+    # (kernel-patch/test/run bench); each line names its kernel
+    for log in sorted(glob.glob(os.path.join(CACHE, "console-bench-*.log"))):
         records += parse(log)
     result = {"hotpath": [], "latency": [], "power": []}
     runs, lat_runs = [], []

@@ -929,9 +929,11 @@ bench_point() { # shape gov cus spread cfgs...
 # completion time. The completion points of each shape come from
 # blkqos.bench_cross= and blkqos.bench_local= (comma-separated us, "f"
 # for a fixed delay, "none" for no point; default all five): a fixed
-# delay shows what it lets the governors learn.
+# delay shows what it lets the governors learn. blkqos.bench_govs= (menu,
+# teo by default) lets one guest run one governor.
 bench_cross() {
 	device_deep_off
+	govs=$(sed -n 's/.*blkqos\.bench_govs=\([a-z,]*\).*/\1/p' /proc/cmdline)
 	for shape in cross local; do
 		pts=$(sed -n "s/.*blkqos\.bench_$shape=\([0-9a-z,]*\).*/\1/p" /proc/cmdline)
 		if [ "$MODE" = psdmodel ]; then
@@ -943,7 +945,7 @@ bench_cross() {
 		else
 			cfgs="baseline floor dma resume knob10 knob0 auto"
 		fi
-		for g in menu teo; do
+		for g in $(echo "${govs:-menu,teo}" | tr , ' '); do
 			echo $g >$CPUIDLE/current_governor
 			for cus in $(echo "${pts:-20,50,100,200,50f}" | tr , ' '); do
 				spread=$BENCH_SPREAD
