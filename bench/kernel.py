@@ -11,14 +11,20 @@ reads the BLKQOS-MEASURE lines of their console logs:
 
   hotpath  null_blk irqmode 0 (inline) and 1 (softirq), fio psync QD1 4k
            random reads: lease=n, knob off, knob on (10 us), PSD model
-  lat      null_blk irqmode 2 completing on CPU0 while fio submits on
-           CPU1; blk-mq sends each completion to CPU1 by IPI, so CPU1's
-           governor cannot see it coming. Completion 20, 50, 100, 200 us,
+  lat      3 vCPUs: null_blk irqmode 2 with its timer on CPU2, the
+           "device" (deep state off, POLL and C1 kept), which raises each
+           completion on another CPU by IPI, while fio submits on CPU1.
+           shape=local: the interrupt lands on CPU1, the submitter (one
+           vector per CPU); shape=cross: on CPU0, and blk-mq sends the
+           completion to CPU1 by IPI (rq_affinity=2). No CPU that does I/O
+           holds a timer that tells its governor when the completion comes.
+           Completion 20, 50, 100, 200 us,
            spread uniformly over +/- 50 % (and 50 us fixed, to show what
            a fixed delay lets menu learn); libaio QD1 and QD4; menu and
            teo; every peer: baseline, floor, dma, resume, knob10, knob0,
            auto, psd (see guest-init.sh peer_on); p50/p99/p99.9/max, IOPS,
-           the deep state's share of each CPU's time while fio ran.
+           the deep state's share of each CPU's time while fio ran (CPU2,
+           the device, is reported but counted in no power figure).
            The device is made again for every peer, so all see the same
            completion delays; BENCH_LAT_REPS runs per point (median, and
            min-max in "<metric>_range")
@@ -34,9 +40,14 @@ floor (psd_baseline, psd_floor), which PSD's ratios are taken against.
 BLKQOS_KERNEL_CACHE (logs), BLKQOS_BENCH_IOS (I/Os per latency point,
 default 2000), BLKQOS_BENCH_LAT_REPS (latency runs per point, default 3),
 BLKQOS_BENCH_REPS (power runs per point, default 5),
-BLKQOS_HOTPATH_IOS (default 100000).
+BLKQOS_BENCH_CROSS, BLKQOS_BENCH_LOCAL (each shape's completion points,
+comma-separated us, "50f" fixed, "none"; default 20,50,100,200,50f),
+BLKQOS_HOTPATH_IOS (default 100000), BLKQOS_BENCH_HOTPATH=0 (no hot path,
+and no kernel without the lease: report.py then carries the hot path's
+figures over from the results file it is given).
 """
 import argparse
+import glob
 import json
 import os
 import re
@@ -47,12 +58,15 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CACHE = os.environ.get("BLKQOS_KERNEL_CACHE", "/var/cache/blkqos-kernel")
 MEASURE = re.compile(r"^BLKQOS-MEASURE (\S+) (.*)$")
-TEXT = ("variant", "gov", "cfg", "kernel")
+TEXT = ("variant", "gov", "cfg", "kernel", "shape")
+# the CPUs that serve the I/O, per shape: the power target looks at these
+IO_CPUS = {"cross": (0, 1), "local": (1,)}
+# CPUs reported (CPU2 is the device: shown, never counted)
+CPUS = (0, 1, 2)
 # the configurations of the latency and power figures, in table order
 PEERS = ["baseline", "floor", "dma", "resume", "psd", "psd_cpu0_floor", "knob10", "knob0", "auto"]
-LAT_METRICS = ("iops", "mean", "p50", "p99", "p999", "max",
-               "deep0_pct", "spin0_pct", "c1_0_pct", "poll0_pct",
-               "deep1_pct", "spin1_pct", "c1_1_pct", "poll1_pct")
+LAT_METRICS = ("iops", "mean", "p50", "p99", "p999", "max") + tuple(
+    f"{m}_pct" for c in CPUS for m in (f"deep{c}", f"spin{c}", f"c1_{c}", f"poll{c}"))
 POWER_METRICS = ("pct", "spin_pct", "c1_pct", "poll_pct")
 # the PSD model kernel's own references, named apart from the lease
 # kernel's: PSD is compared with the floor of its own kernel
@@ -103,8 +117,10 @@ def spread_of(values):
 
 def collect():
     records = []
-    for mode in ("psd", "nopsd", "psdmodel"):
-        records += parse(os.path.join(CACHE, f"console-bench-{mode}.log"))
+    # every guest of the last run: one per kernel, governor and shape
+    # (kernel-patch/test/run bench); each line names its kernel
+    for log in sorted(glob.glob(os.path.join(CACHE, "console-bench-*.log"))):
+        records += parse(log)
     result = {"hotpath": [], "latency": [], "power": []}
     runs, lat_runs = [], []
     for kind, f in records:
@@ -116,8 +132,12 @@ def collect():
             lat_runs.append(f)
         elif kind == "power":
             runs.append(f)
+    # runs before the 3-vCPU model (2 vCPUs, the timer on CPU0) had no
+    # shape: they measured the cross shape's IPI path
+    for f in lat_runs + runs:
+        f.setdefault("shape", "cross")
     result["latency_runs"] = lat_runs
-    point = ("gov", "cus", "spread", "qd", "cfg")
+    point = ("shape", "gov", "cus", "spread", "qd", "cfg")
     for key in sorted({tuple(r[k] for k in point) for r in lat_runs}):
         reps = [r for r in lat_runs if tuple(r[k] for k in point) == key]
         row = dict(zip(point, key), ios=reps[0]["ios"], reps=len(reps))
@@ -140,10 +160,11 @@ def collect():
         }
     result["hotpath_ratios"] = ratios
     result["power_runs"] = runs
-    for key in sorted({(r["gov"], r["cus"], r["spread"], r["cfg"]) for r in runs}):
-        reps = [r for r in runs if (r["gov"], r["cus"], r["spread"], r["cfg"]) == key]
-        row = dict(zip(("gov", "cus", "spread", "cfg"), key))
-        for cpu in (0, 1):
+    point = ("shape", "gov", "cus", "spread", "cfg")
+    for key in sorted({tuple(r[k] for k in point) for r in runs}):
+        reps = [r for r in runs if tuple(r[k] for k in point) == key]
+        row = dict(zip(point, key))
+        for cpu in (c for c in CPUS if f"cpu{c}_pct" in reps[0]):
             for m in (m for m in POWER_METRICS if f"cpu{cpu}_{m}" in reps[0]):
                 row[f"cpu{cpu}_{m}"] = spread_of([r[f"cpu{cpu}_{m}"] for r in reps])
             firsts = [r[f"cpu{cpu}_first_us"] for r in reps if r[f"cpu{cpu}_first_us"] >= 0]
@@ -165,9 +186,9 @@ def targets(r):
     lat, power = r["latency"], r["power"]
     out = {"phenomenon": [], "phenomenon_fixed_delay": [], "latency_bought": [],
            "power_kept": [], "vs_psd": []}
-    points = sorted({(p["gov"], p["cus"], p["spread"], p["qd"]) for p in lat})
-    for gov, cus, spread, qd in points:
-        where = {"gov": gov, "cus": cus, "spread": spread, "qd": qd}
+    points = sorted({(p["shape"], p["gov"], p["cus"], p["spread"], p["qd"]) for p in lat})
+    for shape, gov, cus, spread, qd in points:
+        where = {"shape": shape, "gov": gov, "cus": cus, "spread": spread, "qd": qd}
 
         def rel(cfg):
             """cfg's median p99 over its floor's, and the lowest and
@@ -182,9 +203,11 @@ def targets(r):
         if cus == 50:
             ratio, span = rel("baseline")
             # a fixed delay is there to show what menu can learn, not to
-            # decide the target
+            # decide the target; the target is the cross shape's, the
+            # local shape's figure is shown beside it
             key = "phenomenon" if spread else "phenomenon_fixed_delay"
             out[key].append({**where, "baseline_p99_over_floor": ratio, "range": span,
+                             "target_shape": shape == "cross",
                              "met": (ratio or 0) >= 1.3,
                              "met_by_every_run": bool(span) and span[0] >= 1.3})
         for cfg in ("knob10", "auto"):
@@ -208,16 +231,19 @@ def targets(r):
                 "met": ratio <= psd_ratio,
                 "separated": span[1] < psd_span[0] or span[0] > psd_span[1]})
     for row in power:
-        base = reference(power, row["cfg"], "baseline",
+        base = reference(power, row["cfg"], "baseline", shape=row["shape"],
                          gov=row["gov"], cus=row["cus"], spread=row["spread"])
         if not base or base is row:
             continue
-        for cpu in (0, 1):
+        # only the CPUs that serve the shape's I/O: CPU0 does none in the
+        # local shape, CPU2 is the device
+        for cpu in IO_CPUS.get(row["shape"], (0, 1)):
             b = base[f"cpu{cpu}_pct"]
             v = row[f"cpu{cpu}_pct"]
             ratio = round(v["median"] / b["median"], 3) if b["median"] else None
             out["power_kept"].append({
-                "gov": row["gov"], "cus": row["cus"], "spread": row["spread"], "cfg": row["cfg"],
+                "shape": row["shape"], "gov": row["gov"], "cus": row["cus"],
+                "spread": row["spread"], "cfg": row["cfg"],
                 "cpu": cpu, "pct": v["median"], "baseline_pct": b["median"],
                 "baseline_range": [b["min"], b["max"]], "ratio": ratio,
                 "met": (ratio or 0) >= 0.95,
@@ -236,7 +262,7 @@ def main():
             print("bench/kernel: the guest runs failed; see the console logs in " + CACHE, file=sys.stderr)
             return 1
     result = collect()
-    if not result["latency"] or not result["hotpath_ratios"]:
+    if not result["latency"]:
         print("bench/kernel: no figures in the console logs", file=sys.stderr)
         return 1
     text = json.dumps(result, indent=1)

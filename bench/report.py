@@ -18,7 +18,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from kernel import PEERS, find, reference  # noqa: E402  (bench/kernel.py, beside this file)
+from kernel import IO_CPUS, PEERS, find, reference  # noqa: E402  (bench/kernel.py, beside this file)
 
 LABEL = {"baseline": "deep allowed", "floor": "C-states off", "dma": "cpu_dma_latency (TuneD)",
          "resume": "per-CPU resume latency", "psd": "PSD model", "psd_cpu0_floor": "PSD model, CPU0 deep off", "knob10": "knob 10 us",
@@ -36,12 +36,25 @@ def machine():
     except (OSError, StopIteration):
         pass
     return {"host_cpu": cpu, "nproc": os.cpu_count(), "host_kernel": platform.release(),
-            "guest": "QEMU TCG -icount shift=0,sleep=off, 2 vCPUs, blkqos test idle driver "
-                     "(POLL, C1 2 us, DEEP 150 us exit / 600 us residency), HZ=250"}
+            "guest": "QEMU TCG -icount shift=0,sleep=off, 3 vCPUs (CPU2 the device), blkqos test "
+                     "idle driver (POLL, C1 2 us, DEEP 150 us exit / 600 us residency), HZ=250"}
 
 
-def lat_points(k):
-    return sorted({(p["gov"], p["cus"], p["spread"], p["qd"]) for p in k["latency"]},
+SHAPES = ("cross", "local")
+SHAPE_TEXT = {
+    "cross": "cross-CPU shape: the device (CPU2) interrupts CPU0, blk-mq sends the completion "
+             "to CPU1, the submitter, by IPI",
+    "local": "local shape: the device (CPU2) interrupts CPU1, the submitter",
+}
+
+
+def shapes(k):
+    return [s for s in SHAPES if any(p["shape"] == s for p in k["latency"])]
+
+
+def lat_points(k, shape):
+    return sorted({(p["gov"], p["cus"], p["spread"], p["qd"]) for p in k["latency"]
+                   if p["shape"] == shape},
                   key=lambda t: (t[0], -t[2], t[1], t[3]))
 
 
@@ -56,9 +69,13 @@ def pct_of(row, cpu):
 
 def tables(cli, k):
     out = []
+    if not k.get("hotpath"):
+        out.append("Hot path: not measured in this run.\n")
+    carried = (f" Carried over from {k['hotpath_carried_from']} (2 vCPUs), not measured in this run."
+               if k.get("hotpath_carried_from") else "")
     out.append("Hot path (null_blk, fio psync QD1 4k random reads on the CPU that completes them, "
-               f"{k['hotpath'][0].get('ios', 'fixed')} I/Os; mean latency of the kernel without the lease "
-               "over this mean latency, 1.0 = free):\n")
+               "fixed I/Os; mean latency of the kernel without the lease "
+               f"over this mean latency, 1.0 = free).{carried}\n")
     out.append("| completion | lease=n IOPS | lease=n mean | knob off | knob on (10 us) | PSD model |")
     out.append("|---|---:|---:|---:|---:|---:|")
     for irq, name in ((0, "inline (irqmode 0)"), (1, "softirq (irqmode 1)")):
@@ -67,74 +84,8 @@ def tables(cli, k):
         if base:
             cells = [f"{r[v]['clat']:.4f}" if v in r else "-" for v in ("off", "on", "psdmodel")]
             out.append(f"| {name} | {base['iops']} | {base['mean']:.3f} us | " + " | ".join(cells) + " |")
-    peers = [c for c in PEERS if any(p["cfg"] == c for p in k["latency"])]
-    reps = max((p["reps"] for p in k["latency"]), default=0)
-    for metric, title in (("p99", "p99"), ("max", "maximum")):
-        out.append(f"\n{title[0].upper() + title[1:]} completion latency in us, median of {reps} runs "
-                   "(in brackets: over the C-states-off median of the same row; after it: the runs' "
-                   "min-max where they differ); fio libaio 4k random reads on CPU1, "
-                   "completions on CPU0 sent to CPU1 by IPI, every peer on the same completion delays:\n")
-        out.append("| governor | completion | QD | " + " | ".join(LABEL[c] for c in peers) + " |")
-        out.append("|---|---|---:|" + "---:|" * len(peers))
-        for gov, cus, spread, qd in lat_points(k):
-            cells = []
-            for c in peers:
-                p = find(k["latency"], gov=gov, cus=cus, spread=spread, qd=qd, cfg=c)
-                floor = reference(k["latency"], c, "floor", gov=gov, cus=cus, spread=spread, qd=qd)
-                lo, hi = p[f"{metric}_range"] if p else (0, 0)
-                span = f" {lo:g}-{hi:g}" if lo != hi else ""
-                if not p:
-                    cells.append("-")
-                elif floor and floor[metric] and p is not floor:
-                    cells.append(f"{p[metric]:g} ({p[metric] / floor[metric]:.2f}){span}")
-                else:
-                    cells.append(f"{p[metric]:g}{span}")
-            out.append(f"| {gov} | {completion(cus, spread)} | {qd} | " + " | ".join(cells) + " |")
-    polled = any("poll0_pct" in p for p in k["latency"])
-    out.append("\nDeep state's share of CPU0 / CPU1 time while fio ran (QD1, median of the runs, %; "
-               "each CPU's state time read on that CPU at both ends"
-               + ("; halted only, the exit latency's spin taken out; after the comma: polling's share"
-                  if polled else "") + "):\n")
-    out.append("| governor | completion | " + " | ".join(LABEL[c] for c in peers) + " |")
-    out.append("|---|---|" + "---:|" * len(peers))
-    for gov, cus, spread, qd in lat_points(k):
-        if qd != 1:
-            continue
-        cells = []
-        for c in peers:
-            p = find(k["latency"], gov=gov, cus=cus, spread=spread, qd=qd, cfg=c)
-            if not p:
-                cells.append("-")
-                continue
-            cell = f"{p['deep0_pct']:.0f} / {p['deep1_pct']:.0f}"
-            if "poll0_pct" in p:
-                cell += f", {p['poll0_pct']:.0f} / {p['poll1_pct']:.0f}"
-            cells.append(cell)
-        out.append(f"| {gov} | {completion(cus, spread)} | " + " | ".join(cells) + " |")
-    reps = max((r["cpu0_pct"]["n"] for r in k["power"]), default=0)
-    out.append(f"\nPower kept: deep state's share of the second after the last of 200 QD1 reads, CPU0 / CPU1 "
-               f"(median of {reps} runs, %; baseline with its min-max), and each CPU's first deep entry "
-               "after the last I/O (median, ms):\n")
-    out.append("| governor | completion | " + " | ".join(LABEL[c] for c in peers) + " | first deep entry: baseline | knob 10 us | auto |")
-    out.append("|---|---|" + "---:|" * (len(peers) + 3))
-    for gov, cus, spread in sorted({(p["gov"], p["cus"], p["spread"]) for p in k["power"]},
-                                   key=lambda t: (t[0], -t[2], t[1])):
-        cells = []
-        for c in peers:
-            p = find(k["power"], gov=gov, cus=cus, spread=spread, cfg=c)
-            if not p:
-                cells.append("-")
-                continue
-            cell = f"{pct_of(p, 0):.1f} / {pct_of(p, 1):.1f}"
-            if c == "baseline":
-                cell += (f" ({p['cpu0_pct']['min']:.1f}-{p['cpu0_pct']['max']:.1f} / "
-                         f"{p['cpu1_pct']['min']:.1f}-{p['cpu1_pct']['max']:.1f})")
-            cells.append(cell)
-        for c in ("baseline", "knob10", "auto"):
-            p = find(k["power"], gov=gov, cus=cus, spread=spread, cfg=c)
-            f = [p and p[f"cpu{cpu}_first_us"] for cpu in (0, 1)]
-            cells.append(" / ".join(f"{x['median'] / 1000:.1f}" if x else "none" for x in f) if p else "-")
-        out.append(f"| {gov} | {completion(cus, spread)} | " + " | ".join(cells) + " |")
+    for shape in shapes(k):
+        out.append(shape_tables(k, shape))
     out.append("\nThe command (fake trees of N NVMe disks on tmpfs; median wall, max peak RSS; "
                f"starting any process costs {cli['process_start_ms']:.1f} ms in this measurement):\n")
     out.append("| disks | apply (writes) | apply (no-op) | floor: sh loop | apply / floor | udev event (add) | udev RSS | restore |")
@@ -148,44 +99,185 @@ def tables(cli, k):
     return "\n".join(out)
 
 
+def shape_tables(k, shape):
+    out = []
+    lat = [p for p in k["latency"] if p["shape"] == shape]
+    power = [p for p in k["power"] if p["shape"] == shape]
+    peers = [c for c in PEERS if any(p["cfg"] == c for p in lat)]
+    reps = max((p["reps"] for p in lat), default=0)
+    for metric, title in (("p99", "p99"), ("max", "maximum")):
+        out.append(f"\n**{shape}** — {title[0].upper() + title[1:]} completion latency in us, median of "
+                   f"{reps} runs (in brackets: over the C-states-off median of the same row; after it: "
+                   "the runs' min-max where they differ); fio libaio 4k random reads on CPU1, "
+                   f"{SHAPE_TEXT[shape]}, every peer on the same completion delays:\n")
+        out.append("| governor | completion | QD | " + " | ".join(LABEL[c] for c in peers) + " |")
+        out.append("|---|---|---:|" + "---:|" * len(peers))
+        for gov, cus, spread, qd in lat_points(k, shape):
+            where = dict(shape=shape, gov=gov, cus=cus, spread=spread, qd=qd)
+            cells = []
+            for c in peers:
+                p = find(lat, **where, cfg=c)
+                floor = reference(lat, c, "floor", **where)
+                lo, hi = p[f"{metric}_range"] if p else (0, 0)
+                span = f" {lo:g}-{hi:g}" if lo != hi else ""
+                if not p:
+                    cells.append("-")
+                elif floor and floor[metric] and p is not floor:
+                    cells.append(f"{p[metric]:g} ({p[metric] / floor[metric]:.2f}){span}")
+                else:
+                    cells.append(f"{p[metric]:g}{span}")
+            out.append(f"| {gov} | {completion(cus, spread)} | {qd} | " + " | ".join(cells) + " |")
+    out.append(f"\n**{shape}** — deep state's share of CPU0 / CPU1 time while fio ran (QD1, median of "
+               "the runs, %; each CPU's state time read on that CPU at both ends; halted only, the exit "
+               "latency's spin taken out; after the comma: polling's share; CPU2, the device, has its "
+               "deep state off throughout):\n")
+    out.append("| governor | completion | " + " | ".join(LABEL[c] for c in peers) + " |")
+    out.append("|---|---|" + "---:|" * len(peers))
+    for gov, cus, spread, qd in lat_points(k, shape):
+        if qd != 1:
+            continue
+        cells = []
+        for c in peers:
+            p = find(lat, gov=gov, cus=cus, spread=spread, qd=qd, cfg=c)
+            if not p:
+                cells.append("-")
+                continue
+            cells.append(f"{p['deep0_pct']:.0f} / {p['deep1_pct']:.0f}, "
+                         f"{p['poll0_pct']:.0f} / {p['poll1_pct']:.0f}")
+        out.append(f"| {gov} | {completion(cus, spread)} | " + " | ".join(cells) + " |")
+    reps = max((r["cpu0_pct"]["n"] for r in power), default=0)
+    io = " and ".join(f"CPU{c}" for c in IO_CPUS[shape])
+    out.append(f"\n**{shape}** — power kept: deep state's share of the second after the last of 200 QD1 "
+               f"reads, CPU0 / CPU1 (median of {reps} runs, %; baseline with its min-max; the I/O CPUs "
+               f"here: {io}), and each CPU's first deep entry after the last I/O (median, ms):\n")
+    out.append("| governor | completion | " + " | ".join(LABEL[c] for c in peers)
+               + " | first deep entry: baseline | knob 10 us | auto |")
+    out.append("|---|---|" + "---:|" * (len(peers) + 3))
+    for gov, cus, spread in sorted({(p["gov"], p["cus"], p["spread"]) for p in power},
+                                   key=lambda t: (t[0], -t[2], t[1])):
+        cells = []
+        for c in peers:
+            p = find(power, gov=gov, cus=cus, spread=spread, cfg=c)
+            if not p:
+                cells.append("-")
+                continue
+            cell = f"{pct_of(p, 0):.1f} / {pct_of(p, 1):.1f}"
+            if c == "baseline":
+                cell += (f" ({p['cpu0_pct']['min']:.1f}-{p['cpu0_pct']['max']:.1f} / "
+                         f"{p['cpu1_pct']['min']:.1f}-{p['cpu1_pct']['max']:.1f})")
+            cells.append(cell)
+        for c in ("baseline", "knob10", "auto"):
+            p = find(power, gov=gov, cus=cus, spread=spread, cfg=c)
+            f = [p and p[f"cpu{cpu}_first_us"] for cpu in (0, 1)]
+            cells.append(" / ".join(f"{x['median'] / 1000:.1f}" if x else "none" for x in f) if p else "-")
+        out.append(f"| {gov} | {completion(cus, spread)} | " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
+def summary(k):
+    """The targets of bench/kernel.py, one line each (figures, met or not)."""
+    t = k["targets"]
+    out = ["\nTargets (computed by bench/kernel.py, never asserted):\n"]
+    for r in t["phenomenon"] + t["phenomenon_fixed_delay"]:
+        out.append(f"- phenomenon {r['shape']} {r['gov']} 50 us {'±%d%%' % r['spread'] if r['spread'] else 'fixed'}"
+                   f" QD{r['qd']}: deep allowed p99 / C-states off p99 = {r['baseline_p99_over_floor']}"
+                   f" (runs {r['range']}) {'met' if r['met'] else 'NOT met'}")
+    for shape in shapes(k):
+        for cfg in ("knob10", "auto"):
+            rows = [r for r in t["latency_bought"] if r["shape"] == shape and r["cfg"] == cfg
+                    and r["p99_over_floor"] is not None]
+            miss = [f"{r['gov']} {r['cus']}{'' if r['spread'] else 'f'} QD{r['qd']} {r['p99_over_floor']}"
+                    for r in rows if not r["met"]]
+            worst = max((r["p99_over_floor"] for r in rows), default=None)
+            out.append(f"- latency bought {shape} {cfg}: {len(rows) - len(miss)}/{len(rows)} points <= 1.05x,"
+                       f" worst {worst}; misses: {', '.join(miss) or 'none'}")
+        for cfg in [c for c in PEERS if c not in ("baseline", "psd_baseline")]:
+            rows = [r for r in t["power_kept"] if r["shape"] == shape and r["cfg"] == cfg]
+            if not rows:
+                continue
+            ratios = [r["ratio"] for r in rows if r["ratio"] is not None]
+            out.append(f"- power kept {shape} {cfg}: {sum(r['met'] for r in rows)}/{len(rows)} CPU-points >= 0.95"
+                       f" of baseline, ratio {min(ratios, default=0):.3f}-{max(ratios, default=0):.3f}")
+        base = [r for r in t["power_kept"] if r["shape"] == shape and r["cfg"] == "knob10"]
+        if base:
+            widths = [r["baseline_range"][1] - r["baseline_range"][0] for r in base]
+            lows = [r["baseline_range"][0] for r in base]
+            out.append(f"- baseline spread {shape}: min-max width {min(widths):.1f}-{max(widths):.1f} points,"
+                       f" lowest run {min(lows):.1f} %")
+        for cfg in ("knob10", "knob0", "auto"):
+            rows = [r for r in t["vs_psd"] if r["shape"] == shape and r["cfg"] == cfg]
+            if not rows:
+                continue
+            act = [r for r in rows if not r["psd_inactive"]]
+            miss = [f"{r['gov']} {r['cus']}{'' if r['spread'] else 'f'} QD{r['qd']} "
+                    f"{r['p99_over_floor']} vs {r['psd_p99_over_floor']}" for r in rows if not r["met"]]
+            out.append(f"- vs PSD {shape} {cfg}: p99 at or under PSD's at {sum(r['met'] for r in rows)}/{len(rows)}"
+                       f" points ({sum(r['met'] for r in act)}/{len(act)} under menu, where PSD acts;"
+                       f" separated by the runs' ranges at {sum(r['separated'] and r['met'] for r in rows)});"
+                       f" misses: {', '.join(miss) or 'none'}")
+    return "\n".join(out)
+
+
+def kept(k, shape, cfg, **where):
+    """Deep residency of the shape's I/O CPUs in the second after the last
+    I/O, mean, as a share of its baseline's (PSD: its own kernel's)."""
+    rows = [p for p in k["power"] if p["shape"] == shape]
+    w = find(rows, **where, cfg=cfg)
+    b = reference(rows, cfg, "baseline", **where)
+    if not w or not b:
+        return None
+    cpus = IO_CPUS[shape]
+    base = sum(pct_of(b, c) for c in cpus)
+    return 100 * sum(pct_of(w, c) for c in cpus) / base if base else None
+
+
 def plot_peers(k, prefix):
-    """One point per configuration: p99 over the C-states-off p99 against
-    deep residency, during the I/O (top) and in the second after it
-    (bottom); one column per completion time (spread +/- 50 %)."""
+    """One point per configuration: latency bought (p99 over the
+    C-states-off p99) against power kept (deep residency of the I/O CPUs
+    in the second after the last I/O, % of deep allowed's); one row per
+    shape, one column per completion time (spread +/- 50 %)."""
+    rows = shapes(k)
     cols = sorted({p["cus"] for p in k["latency"] if p["spread"]})
-    fig, ax = plt.subplots(2, len(cols), figsize=(4.2 * len(cols), 8.5), squeeze=False, sharey=True)
-    for j, cus in enumerate(cols):
-        for i, where in enumerate(("during the I/O", "in the second after")):
+    fig, ax = plt.subplots(len(rows), len(cols), figsize=(4.2 * len(cols), 4.3 * len(rows) + 0.8),
+                           squeeze=False, sharey=True)
+    for i, shape in enumerate(rows):
+        lat = [p for p in k["latency"] if p["shape"] == shape]
+        for j, cus in enumerate(cols):
             a = ax[i][j]
+            spreads = [p["spread"] for p in lat if p["cus"] == cus and p["spread"]]
+            if not spreads:
+                a.set_visible(False)
+                continue
+            spread = max(spreads)
             for (gov, qd), marker in MARK.items():
-                spread = max(p["spread"] for p in k["latency"] if p["cus"] == cus)
+                where = dict(gov=gov, cus=cus, spread=spread)
                 for c in PEERS:
-                    p = find(k["latency"], gov=gov, cus=cus, spread=spread, qd=qd, cfg=c)
-                    floor = reference(k["latency"], c, "floor", gov=gov, cus=cus, spread=spread, qd=qd)
-                    if not p or not floor:
+                    p = find(lat, **where, qd=qd, cfg=c)
+                    floor = reference(lat, c, "floor", **where, qd=qd)
+                    x = kept(k, shape, c, **where)
+                    if not p or not floor or x is None:
                         continue
-                    if i == 0:
-                        x = (p["deep0_pct"] + p["deep1_pct"]) / 2
-                    else:
-                        w = find(k["power"], gov=gov, cus=cus, spread=spread, cfg=c)
-                        if not w:
-                            continue
-                        x = (pct_of(w, 0) + pct_of(w, 1)) / 2
                     a.scatter(x, p["p99"] / floor["p99"], marker=marker, color=COLOR[c], s=36,
                               label=f"{LABEL[c]}" if (gov, qd) == ("menu", 1) else None)
             a.axhline(1.0, color="#1f77b4", lw=0.6, ls=":")
             a.axhline(1.05, color="#2ca02c", lw=0.6, ls="--")
-            a.set_title(f"{cus} us ±{spread}%: deep share {where}", fontsize=9)
-            a.set_xlabel("deep-state residency, mean of CPU0 and CPU1 (%)", fontsize=8)
+            a.axvline(95, color="#2ca02c", lw=0.6, ls="--")
+            a.set_title(f"{shape}, {cus} us ±{spread}%", fontsize=9)
+            a.set_xlabel("power kept: I/O CPUs' deep share in the second after, % of deep allowed",
+                         fontsize=7)
             if j == 0:
-                a.set_ylabel("p99 / C-states-off p99", fontsize=8)
-    handles, labels = ax[0][0].get_legend_handles_labels()
+                a.set_ylabel("latency bought: p99 / C-states-off p99", fontsize=8)
+    handles, labels = {}, {}
+    for a in ax.flat:
+        for h, l in zip(*a.get_legend_handles_labels()):
+            handles.setdefault(l, h)
     from matplotlib.lines import Line2D
-    handles += [Line2D([], [], marker=m, ls="", color="k", label=f"{g} QD{q}") for (g, q), m in MARK.items()]
-    fig.legend(handles=handles, loc="lower center", ncol=6, fontsize=8)
-    fig.suptitle("Latency bought against power kept, one point per configuration (" +
-                 datetime.date.today().isoformat() + ")")
-    fig.tight_layout(rect=(0, 0.07, 1, 0.97))
+    hs = list(handles.values())
+    hs += [Line2D([], [], marker=m, ls="", color="k", label=f"{g} QD{q}") for (g, q), m in MARK.items()]
+    fig.legend(handles=hs, loc="lower center", ncol=7, fontsize=8)
+    fig.suptitle("Latency bought against power kept, one point per configuration, 3-vCPU device model ("
+                 + datetime.date.today().isoformat() + ")")
+    fig.tight_layout(rect=(0, 0.08, 1, 0.97))
     fig.savefig(prefix + ".png", dpi=80)
     fig.savefig(prefix + ".svg")
 
@@ -233,12 +325,22 @@ def main():
         k = json.load(f)
         k = k.get("kernel", k)
     prefix = sys.argv[3]
+    carry = os.environ.get("BLKQOS_BENCH_CARRY")
+    if not k.get("hotpath") and carry:
+        # a run without the hot path (BLKQOS_BENCH_HOTPATH=0) shows an
+        # earlier run's, and says so
+        with open(carry) as f:
+            old = json.load(f)
+            old = old.get("kernel", old)
+        k["hotpath"], k["hotpath_ratios"] = old.get("hotpath", []), old.get("hotpath_ratios", {})
+        k["hotpath_carried_from"] = os.path.basename(carry)
     result = {"date": datetime.date.today().isoformat(), "machine": machine(), "cli": cli, "kernel": k}
     with open(prefix + ".json", "w") as f:
         json.dump(result, f, indent=1)
     plot_peers(k, prefix)
     plot_cost(cli, k, prefix)
     print(tables(cli, k))
+    print(summary(k))
     return 0
 
 

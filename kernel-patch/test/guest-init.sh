@@ -780,11 +780,20 @@ hot_path() { # [irqmode]
 	rmnull hp
 }
 
+# The benchmark's CPUs (3 vCPUs: kernel-patch/test/run sets SMP=3 for
+# it): fio submits on CPU1; CPU2 is the "device", the CPU whose null_blk
+# timer (complete_cpu) stands for the device's work and raises each
+# completion on CPU0 or CPU1 by IPI (irq_cpu), as an MSI-X vector would.
+# No CPU that does I/O then holds a timer telling its governor when the
+# completion comes. CPUs 0 and 1 are the I/O CPUs the peers act on.
+DEV_CPU=2
+IO_CPUS="0 1"
+
 # Latency of QD1/QD4 4k random reads on CPU1 through libaio, and where
-# CPU0's and CPU1's time went while fio ran (idle-watch snap at both ends,
-# each CPU read on itself): prints "iops mean_us p50_us p99_us p99.9_us
-# max_us" and, per CPU, "deep spin c1 poll" shares in per cent (deep:
-# halted in the deep state; spin: paying its exit latency)
+# every CPU's time went while fio ran (idle-watch snap at both ends, each
+# CPU read on itself): prints "iops= mean= p50= p99= p999= max=" (us) and,
+# per CPU N, "deepN_pct= spinN_pct= c1_N_pct= pollN_pct=" shares in per
+# cent (deep: halted in the deep state; spin: paying its exit latency)
 fio_lat() { # dev iodepth nr_ios
 	rm -f /tmp/pre /tmp/post /tmp/fio.out
 	fio --name=lat --filename="/dev/$1" --rw=randread --bs=4k \
@@ -796,11 +805,12 @@ fio_lat() { # dev iodepth nr_ios
 		--exec_postrun="sh -c 'idle-watch snap >/tmp/post'" \
 		2>/tmp/fio.err >/tmp/fio.out
 	[ -s /tmp/pre ] && [ -s /tmp/post ] || fail "idle-watch-snap $1 qd$2"
+	# one snap line per CPU, however many the guest has
 	shares=$(paste -d' ' /tmp/pre /tmp/post | awk '{
-		pct = 100000 / ($12 - $6); spin = $5 * ($10 - $4)
-		printf "%s%.1f %.1f %.1f %.1f", (NR > 1 ? " " : ""),
-			($9 - $3 - spin) * pct, spin * pct, ($8 - $2) * pct,
-			($7 - $1) * pct }')
+		c = NR - 1; pct = 100000 / ($12 - $6); spin = $5 * ($10 - $4)
+		printf " deep%d_pct=%.1f spin%d_pct=%.1f c1_%d_pct=%.1f poll%d_pct=%.1f",
+			c, ($9 - $3 - spin) * pct, c, spin * pct, c, ($8 - $2) * pct,
+			c, ($7 - $1) * pct }')
 	awk -F';' -v shares="$shares" '$1 == 3 {
 		p50 = p99 = p999 = 0
 		for (i = 18; i <= 37; i++) {
@@ -809,23 +819,27 @@ fio_lat() { # dev iodepth nr_ios
 			if (a[1] == "99.000000%") p99 = a[2]
 			if (a[1] == "99.900000%") p999 = a[2]
 		}
-		printf "%s %s %s %s %s %s %s\n", $8, $16, p50, p99, p999, $15, shares
+		printf "iops=%s mean=%s p50=%s p99=%s p999=%s max=%s%s\n",
+			$8, $16, p50, p99, p999, $15, shares
 	}' /tmp/fio.out
 	[ -s /tmp/fio.out ] || sed 's/^/fio: /' /tmp/fio.err >&2
 }
 
 # The peers, each set up on its own on device bx (the lease kernel):
 #   baseline  deep state allowed, nothing set (what most machines run)
-#   floor     deep state disabled on every CPU ("C-states off",
-#             cpupower idle-set -D)
+#   floor     deep state disabled on the I/O CPUs ("C-states off",
+#             cpupower idle-set -D; the device CPU has it off throughout)
 #   dma       /dev/cpu_dma_latency held open at C1's exit latency (TuneD
-#             latency-performance: global, for as long as it is held)
-#   resume    pm_qos_resume_latency_us at C1's exit latency on the CPUs
-#             that do I/O (TuneD cpu plugin, pepc, blkqos's fallback:
+#             latency-performance): global by nature, for as long as it
+#             is held; on the device CPU it changes nothing (deep already
+#             off there, C1 still allowed)
+#   resume    pm_qos_resume_latency_us at C1's exit latency on the I/O
+#             CPUs 0 and 1 (TuneD cpu plugin, pepc, blkqos's fallback:
 #             per CPU, static)
 #   knob10, knob0, auto   this series: cpu_lat_limit_us, 3 ms timeout
 #   psd       the PSD model kernel: no setting, always on
-#   psd_cpu0_floor  the same with the deep state off on CPU0
+#   psd_cpu0_floor  the same with the deep state off on CPU0, which takes
+#             the interrupt in the cross shape
 # Each starts from a governor without history: switching the governor
 # away and back clears its per-CPU data (menu's intervals and correction
 # factors, teo's bins), which the previous configuration would otherwise
@@ -834,7 +848,7 @@ C1_EXIT_US=2
 peer_off() {
 	deep_disabled 0
 	exec 7>&-
-	for c in 0 1; do
+	for c in $IO_CPUS; do
 		echo 0 >/sys/devices/system/cpu/cpu$c/power/pm_qos_resume_latency_us
 	done
 	[ ! -e "$(knob bx limit_us)" ] || {
@@ -852,7 +866,7 @@ peer_on() { # cfg
 		# anything but 4 bytes is read as a hexadecimal number
 		printf '%x' $C1_EXIT_US >&7 ;;
 	resume)
-		for c in 0 1; do
+		for c in $IO_CPUS; do
 			echo $C1_EXIT_US >/sys/devices/system/cpu/cpu$c/power/pm_qos_resume_latency_us
 		done ;;
 	psd_cpu0_floor)
@@ -881,76 +895,108 @@ rotate() { # n word...
 	echo "$@"
 }
 
+# the deep state of the I/O CPUs only: the device CPU keeps it off
+# (device_deep_off) whatever a peer does
 deep_disabled() { # 0|1
-	for s in /sys/devices/system/cpu/cpu*/cpuidle/state2/disable; do
-		echo "$1" >"$s"
+	for c in $IO_CPUS; do
+		echo "$1" >/sys/devices/system/cpu/cpu$c/cpuidle/state2/disable
+	done
+}
+
+# The device CPU stays out of the deep state for the whole bench: its
+# 150 us wake-up would add to every completion, the same for every peer,
+# and hide what the peers change. It keeps POLL and C1 (a halt): a CPU
+# polling busily would, under -icount with round-robin TCG, eat the other
+# vCPUs' virtual time.
+device_deep_off() {
+	echo 1 >/sys/devices/system/cpu/cpu$DEV_CPU/cpuidle/state2/disable
+}
+
+# The device: its delays are spread over +/- spread per cent of cus us,
+# drawn from a seed set when it is made, so every peer and every repeat
+# sees the same delays in the same order. shape "local": the interrupt
+# lands on CPU1, the submitter (one vector per CPU, the common NVMe case);
+# "cross": on CPU0, and blk-mq sends the completion to CPU1 by IPI
+# (rq_affinity=2: fewer vectors than CPUs).
+bx_up() { # cus spread shape
+	case $3 in
+	local) irq=1 ;;
+	*) irq=0 ;;
+	esac
+	mknull bx queue_mode=2 irqmode=2 completion_nsec=$(($1 * 1000)) \
+		submit_queues=3 complete_cpu=$DEV_CPU irq_cpu=$irq \
+		complete_spread_pct="$2" || fail setup-nullb-bx
+	echo 2 >/sys/block/bx/queue/rq_affinity
+}
+
+# One point (shape, governor, completion time): BENCH_LAT_REPS latency
+# runs at QD1 and QD4 and BENCH_REPS runs of the second after the last
+# I/O (which varies with the governors' history), the peers in a rotated
+# order each repeat, the device made again for every run; repeats differ
+# only in the governors' and the tick's phase.
+bench_point() { # shape gov cus spread cfgs...
+	shape=$1 g=$2 cus=$3 spread=$4
+	shift 4
+	cfgs=$*
+	rep=1
+	while [ $rep -le "$BENCH_LAT_REPS" ]; do
+		for cfg in $(rotate $((rep - 1)) $cfgs); do
+			bx_up "$cus" "$spread" "$shape"
+			peer_on "$cfg"
+			for qd in 1 4; do
+				measure "lat kernel=$MODE shape=$shape gov=$g cus=$cus spread=$spread qd=$qd cfg=$cfg rep=$rep ios=$BENCH_IOS" \
+					"$(fio_lat bx $qd "$BENCH_IOS")"
+			done
+			peer_off
+			rmnull bx
+		done
+		rep=$((rep + 1))
+	done
+	rep=1
+	while [ $rep -le "$BENCH_REPS" ]; do
+		for cfg in $(rotate $((rep - 1)) $cfgs); do
+			bx_up "$cus" "$spread" "$shape"
+			peer_on "$cfg"
+			measure "power kernel=$MODE shape=$shape gov=$g cus=$cus spread=$spread cfg=$cfg rep=$rep" \
+				"$(idle-watch /dev/bx 1 200 1000000)"
+			peer_off
+			rmnull bx
+		done
+		rep=$((rep + 1))
 	done
 }
 
 # What each peer buys (latency) and keeps (where the CPUs' time goes,
-# during the I/O and in the second after it), per governor and completion
-# time. The "device" completes on CPU0 and blk-mq sends the completion to
-# CPU1, the submitter, by IPI: CPU1's governor cannot see it coming.
-# Completion times are spread over +/- BENCH_SPREAD per cent of the
-# nominal, as a real device's are (a fixed delay lets menu learn it
-# exactly). The device is made again for every run: its delays are drawn
-# from a seed set when it is made, so every peer and every repeat sees the
-# same delays in the same order, and repeats differ only in the governors'
-# and the tick's phase. BENCH_LAT_REPS latency runs and BENCH_REPS runs of
-# the second after the last I/O per point, the peers in a rotated order
-# each time. The PSD model kernel runs its own baseline and floor, so that
-# PSD is compared against the floor of its own kernel.
-bx_up() { # cus spread
-	mknull bx queue_mode=2 irqmode=2 completion_nsec=$(($1 * 1000)) \
-		submit_queues=2 complete_cpu=0 complete_spread_pct="$2" ||
-		fail setup-nullb-bx
-	echo 2 >/sys/block/bx/queue/rq_affinity
-}
-
+# during the I/O and in the second after it), per shape, governor and
+# completion time. The completion points of each shape come from
+# blkqos.bench_cross= and blkqos.bench_local= (comma-separated us, "f"
+# for a fixed delay, "none" for no point; default all five): a fixed
+# delay shows what it lets the governors learn. blkqos.bench_govs= (menu,
+# teo by default) lets one guest run one governor.
 bench_cross() {
-	if [ "$MODE" = psdmodel ]; then
-		# psd_cpu0_floor: PSD with the deep state off on CPU0, which
-		# completes the I/O but submits none, so PSD never holds it:
-		# how much of PSD's tail is CPU0 waking
-		cfgs="baseline floor psd psd_cpu0_floor"
-	else
-		cfgs="baseline floor dma resume knob10 knob0 auto"
-	fi
-	for g in menu teo; do
-		echo $g >$CPUIDLE/current_governor
-		for cus in 20 50 100 200 50f; do
-			spread=$BENCH_SPREAD
-			case $cus in *f) cus=${cus%f} spread=0 ;; esac
-			rep=1
-			while [ $rep -le "$BENCH_LAT_REPS" ]; do
-				for cfg in $(rotate $((rep - 1)) $cfgs); do
-					bx_up "$cus" "$spread"
-					peer_on "$cfg"
-					for qd in 1 4; do
-						set -- $(fio_lat bx $qd "$BENCH_IOS")
-						measure "lat kernel=$MODE gov=$g cus=$cus spread=$spread qd=$qd cfg=$cfg rep=$rep ios=$BENCH_IOS" \
-							"iops=$1 mean=$2 p50=$3 p99=$4 p999=$5 max=$6" \
-							"deep0_pct=$7 spin0_pct=$8 c1_0_pct=$9 poll0_pct=${10}" \
-							"deep1_pct=${11} spin1_pct=${12} c1_1_pct=${13} poll1_pct=${14}"
-					done
-					peer_off
-					rmnull bx
-				done
-				rep=$((rep + 1))
-			done
-			# the second after the last I/O varies with the
-			# governors' history: BENCH_REPS runs of each
-			rep=1
-			while [ $rep -le "$BENCH_REPS" ]; do
-				for cfg in $(rotate $((rep - 1)) $cfgs); do
-					bx_up "$cus" "$spread"
-					peer_on "$cfg"
-					measure "power kernel=$MODE gov=$g cus=$cus spread=$spread cfg=$cfg rep=$rep" \
-						"$(idle-watch /dev/bx 1 200 1000000)"
-					peer_off
-					rmnull bx
-				done
-				rep=$((rep + 1))
+	device_deep_off
+	govs=$(sed -n 's/.*blkqos\.bench_govs=\([a-z,]*\).*/\1/p' /proc/cmdline)
+	for shape in cross local; do
+		pts=$(sed -n "s/.*blkqos\.bench_$shape=\([0-9a-z,]*\).*/\1/p" /proc/cmdline)
+		if [ "$MODE" = psdmodel ]; then
+			# psd_cpu0_floor: how much of PSD's tail is CPU0, which
+			# takes the interrupt but submits nothing, so PSD never
+			# holds it (no such CPU in the local shape)
+			cfgs="baseline floor psd"
+			[ $shape = local ] || cfgs="$cfgs psd_cpu0_floor"
+		else
+			cfgs="baseline floor dma resume knob10 knob0 auto"
+		fi
+		for g in $(echo "${govs:-menu,teo}" | tr , ' '); do
+			echo $g >$CPUIDLE/current_governor
+			for cus in $(echo "${pts:-20,50,100,200,50f}" | tr , ' '); do
+				spread=$BENCH_SPREAD
+				case $cus in
+				none) continue ;;
+				*f) cus=${cus%f} spread=0 ;;
+				esac
+				measure "benchpoint kernel=$MODE shape=$shape gov=$g cus=$cus spread=$spread uptime=$(cut -d' ' -f1 /proc/uptime)"
+				bench_point $shape $g "$cus" "$spread" $cfgs
 			done
 		done
 	done
@@ -992,8 +1038,12 @@ if [ "$ONLY" = hotpath ]; then
 	reboot -f
 fi
 if [ "$ONLY" = bench ]; then
-	hot_path 0
-	hot_path 1
+	# blkqos.bench_hotpath=0: a second guest of the same kernel, which
+	# runs the other shape, does not measure the hot path again
+	grep -q 'blkqos\.bench_hotpath=0' /proc/cmdline || {
+		hot_path 0
+		hot_path 1
+	}
 	[ "$MODE" = nopsd ] || bench_cross
 	echo BLKQOS-DONE
 	reboot -f
