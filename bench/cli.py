@@ -67,6 +67,9 @@ def measure_size(n, runs):
             return base + ["udev", "--action", action, "--devpath", devpath, PROFILE]
 
         apply_, restore = base + ["apply", PROFILE], base + ["restore"]
+        link = os.path.join(sysfs, "block", "nvme0n1")
+        relink = ["ln", "-sfn", os.readlink(link), link]
+        unlink = ["rm", "-f", link]
         # the writes apply makes, by the cheapest means there is
         loop = 'for f in "$0"/block/*/queue/cpu_lat_limit_us; do echo 4 >"$f"; done'
         one = 'echo 4 >"$0"/block/nvme0n1/queue/cpu_lat_limit_us'
@@ -77,31 +80,38 @@ def measure_size(n, runs):
             ("restore", base + ["restore", "--json"], [apply_]),
             ("floor: sh loop writing the same files", ["sh", "-c", loop, sysfs], [restore]),
             ("udev add (one event)", udev("add"), [apply_, restore + ["--device", "nvme0n1"]]),
-            ("udev remove (one event)", udev("remove"), [apply_]),
-            ("floor: sh writing one file", ["sh", "-c", one, sysfs], [restore]),
+            # the kernel unlinks block/<disk> before it sends remove (blkqos
+            # refuses a remove for a disk still there): tune, then unlink
+            ("udev remove (one event)", udev("remove"), [relink, apply_, unlink]),
+            ("floor: sh writing one file", ["sh", "-c", one, sysfs], [relink, restore]),
         ]
         for name, cmd, reset in cases:
             rows[name] = measure(cmd, reset, runs)
     return rows
 
 
-def main():
+def args(default_sizes):
+    """The sizes, --runs and --json of a cost benchmark; builds what it runs."""
     ap = argparse.ArgumentParser()
-    ap.add_argument("sizes", nargs="*", type=int, default=[1, 100, 1000, 10000])
+    ap.add_argument("sizes", nargs="*", type=int, default=default_sizes)
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--json", help="write the figures here")
     a = ap.parse_args()
-    # udev events would log to syslog or the kernel log of the machine
-    os.environ["BLKQOS_LOG"] = "stderr"
     subprocess.run(["cargo", "build", "--release", "--quiet", "--bin", "blkqos", "--example", "mkfixture"],
                    cwd=ROOT, check=True)
-    start = statistics.median(spawn(["true"])[0] for _ in range(max(a.runs, 9))) * 1000
-    result = {"process_start_ms": round(start, 2), "runs": a.runs, "sizes": {}}
-    print(f"blkqos command cost, median of {a.runs} runs, max peak RSS; nproc={os.cpu_count()}")
+    return a
+
+
+def report(what, a, measure_size, result, first_rows=()):
+    """Print measure_size(n, runs) for each size as a Markdown table (after
+    first_rows), add them to result and write it to --json."""
+    result.update({"runs": a.runs, "sizes": {}})
+    print(f"{what}, median of {a.runs} runs, max peak RSS; nproc={os.cpu_count()}")
     print()
     print("| disks | command | wall (ms) | peak RSS (MiB) |")
     print("|---:|---|---:|---:|")
-    print(f"| - | `true` (starting any process, measured the same way) | {start:.1f} | - |")
+    for row in first_rows:
+        print(row)
     for n in a.sizes:
         rows = measure_size(n, a.runs)
         result["sizes"][str(n)] = rows
@@ -111,6 +121,15 @@ def main():
         result["machine"] = {"nproc": os.cpu_count(), "kernel": platform.release()}
         with open(a.json, "w") as f:
             json.dump(result, f, indent=1)
+
+
+def main():
+    # udev events would log to syslog or the kernel log of the machine
+    os.environ["BLKQOS_LOG"] = "stderr"
+    a = args([1, 100, 1000, 10000])
+    start = statistics.median(spawn(["true"])[0] for _ in range(max(a.runs, 9))) * 1000
+    report("blkqos command cost", a, measure_size, {"process_start_ms": round(start, 2)},
+           [f"| - | `true` (starting any process, measured the same way) | {start:.1f} | - |"])
 
 
 if __name__ == "__main__":

@@ -9,14 +9,11 @@ Usage: bench/metrics.py [N ...] [--runs R] [--json FILE]   (default N: 1000)
 Measured as bench/cli.py measures (GNU time, median wall of R runs, largest
 peak RSS; trees in /dev/shm). Prints a Markdown table.
 """
-import argparse
-import json
 import os
-import platform
 import subprocess
 import tempfile
 
-from cli import BIN, MKFIX, PROFILE, ROOT, SHM, measure
+from cli import BIN, MKFIX, PROFILE, SHM, args, measure, report
 
 
 def measure_size(n, runs):
@@ -36,27 +33,7 @@ def measure_size(n, runs):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("sizes", nargs="*", type=int, default=[1000])
-    ap.add_argument("--runs", type=int, default=7)
-    ap.add_argument("--json", help="write the figures here")
-    a = ap.parse_args()
-    subprocess.run(["cargo", "build", "--release", "--quiet", "--bin", "blkqos", "--example", "mkfixture"],
-                   cwd=ROOT, check=True)
-    result = {"runs": a.runs, "sizes": {}}
-    print(f"blkqos metrics cost, median of {a.runs} runs, max peak RSS; nproc={os.cpu_count()}")
-    print()
-    print("| disks | command | wall (ms) | peak RSS (MiB) |")
-    print("|---:|---|---:|---:|")
-    for n in a.sizes:
-        rows = measure_size(n, a.runs)
-        result["sizes"][str(n)] = rows
-        for name, r in rows.items():
-            print(f"| {n} | {name} | {r['wall_ms']:.1f} | {r['rss_mib']:.1f} |")
-    if a.json:
-        result["machine"] = {"nproc": os.cpu_count(), "kernel": platform.release()}
-        with open(a.json, "w") as f:
-            json.dump(result, f, indent=1)
+    report("blkqos metrics cost", args([1000]), measure_size, {})
 
 
 if __name__ == "__main__":

@@ -107,105 +107,99 @@ fn a_patched_kernel_shows_knobs_rules_leases_idle_and_io() {
         "1"
     );
     let dev = |family: &str, d: &str| format!("{family}{{device=\"{d}\"}}");
-    assert_eq!(
-        m.get(&dev("blkqos_device_cpu_lat_limit_seconds", "nvme0n1")),
-        "0.000004"
-    );
-    // off is its own gauge, not -1 seconds
-    assert!(
-        !m.samples
-            .contains_key(&dev("blkqos_device_cpu_lat_limit_seconds", "sda"))
-    );
-    assert_eq!(m.get(&dev("blkqos_device_cpu_lat_limit_off", "sda")), "1");
-    assert_eq!(
-        m.get(&dev("blkqos_device_cpu_lat_limit_off", "nvme0n1")),
-        "0"
-    );
-    assert_eq!(
-        m.get(&dev("blkqos_device_cpu_lat_limit_auto", "nvme1n1")),
-        "1"
-    );
-    assert!(
-        !m.samples
-            .contains_key(&dev("blkqos_device_cpu_lat_limit_seconds", "nvme1n1"))
-    );
-    assert_eq!(
-        m.get(&dev("blkqos_device_cpu_lat_limit_auto", "nvme0n1")),
-        "0"
-    );
-    assert_eq!(
-        m.get(&dev("blkqos_device_cpu_lat_timeout_seconds", "nvme0n1")),
-        "0.01"
-    );
-    assert_eq!(
-        m.get(&dev("blkqos_device_cpu_lat_timeout_seconds", "sda")),
-        "0.003"
-    );
-    // md0 is bio-based: no knobs, but I/O counters
-    assert!(
-        !m.samples
-            .contains_key(&dev("blkqos_device_cpu_lat_timeout_seconds", "md0"))
-    );
-    assert_eq!(
-        m.get(&dev("blkqos_device_reads_completed_total", "md0")),
-        "0"
-    );
-    assert_eq!(
-        m.get(&dev("blkqos_device_reads_completed_total", "nvme0n1")),
-        "1000"
-    );
-    assert_eq!(
-        m.get(&dev("blkqos_device_writes_completed_total", "nvme0n1")),
-        "250"
-    );
-    assert_eq!(
-        m.get(&dev("blkqos_device_read_bytes_total", "nvme0n1")),
-        "4096000"
-    );
-    assert_eq!(
-        m.get(&dev("blkqos_device_written_bytes_total", "nvme0n1")),
-        "1024000"
-    );
-    assert_eq!(
-        m.get(&dev("blkqos_device_io_time_seconds_total", "nvme0n1")),
-        "1.25"
-    );
-    assert_eq!(
-        m.get(&dev(
+    // (family, device, value); None: no sample
+    let by_device = [
+        (
+            "blkqos_device_cpu_lat_limit_seconds",
+            "nvme0n1",
+            Some("0.000004"),
+        ),
+        // off is its own gauge, not -1 seconds
+        ("blkqos_device_cpu_lat_limit_seconds", "sda", None),
+        ("blkqos_device_cpu_lat_limit_off", "sda", Some("1")),
+        ("blkqos_device_cpu_lat_limit_off", "nvme0n1", Some("0")),
+        ("blkqos_device_cpu_lat_limit_auto", "nvme1n1", Some("1")),
+        ("blkqos_device_cpu_lat_limit_seconds", "nvme1n1", None),
+        ("blkqos_device_cpu_lat_limit_auto", "nvme0n1", Some("0")),
+        (
+            "blkqos_device_cpu_lat_timeout_seconds",
+            "nvme0n1",
+            Some("0.01"),
+        ),
+        (
+            "blkqos_device_cpu_lat_timeout_seconds",
+            "sda",
+            Some("0.003"),
+        ),
+        // md0 is bio-based: no knobs, but I/O counters
+        ("blkqos_device_cpu_lat_timeout_seconds", "md0", None),
+        ("blkqos_device_reads_completed_total", "md0", Some("0")),
+        (
+            "blkqos_device_reads_completed_total",
+            "nvme0n1",
+            Some("1000"),
+        ),
+        (
+            "blkqos_device_writes_completed_total",
+            "nvme0n1",
+            Some("250"),
+        ),
+        ("blkqos_device_read_bytes_total", "nvme0n1", Some("4096000")),
+        (
+            "blkqos_device_written_bytes_total",
+            "nvme0n1",
+            Some("1024000"),
+        ),
+        (
+            "blkqos_device_io_time_seconds_total",
+            "nvme0n1",
+            Some("1.25"),
+        ),
+        (
             "blkqos_device_io_time_weighted_seconds_total",
-            "nvme0n1"
-        )),
-        "1.25"
-    );
-
-    assert_eq!(m.get(r#"blkqos_cpu_lease_held{cpu="1"}"#), "1");
-    assert_eq!(
-        m.get(r#"blkqos_cpu_lease_limit_seconds{cpu="1"}"#),
-        "0.000004"
-    );
-    assert_eq!(
-        m.get(r#"blkqos_cpu_lease_remaining_seconds{cpu="1"}"#),
-        "0.0025"
-    );
-    assert_eq!(m.get(r#"blkqos_cpu_lease_held{cpu="0"}"#), "0");
-    assert!(
-        !m.samples
-            .contains_key(r#"blkqos_cpu_lease_limit_seconds{cpu="0"}"#)
-    );
+            "nvme0n1",
+            Some("1.25"),
+        ),
+    ];
     let c6 = |family: &str| format!("{family}{{cpu=\"3\",index=\"3\",state=\"C6\"}}");
-    assert_eq!(m.get(&c6("blkqos_cpu_idle_state_usage_total")), "4000");
-    assert_eq!(m.get(&c6("blkqos_cpu_idle_state_time_seconds_total")), "1");
-    assert_eq!(m.get(&c6("blkqos_cpu_idle_state_above_total")), "30");
-    assert_eq!(m.get(&c6("blkqos_cpu_idle_state_below_total")), "60");
-    assert_eq!(
-        m.get(&c6("blkqos_cpu_idle_state_exit_latency_seconds")),
-        "0.00017"
-    );
-    assert_eq!(
-        m.get(&c6("blkqos_cpu_idle_state_target_residency_seconds")),
-        "0.0006"
-    );
-    assert_eq!(m.get(&c6("blkqos_cpu_idle_state_disabled")), "0");
+    let by_cpu = [
+        (r#"blkqos_cpu_lease_held{cpu="1"}"#.to_string(), Some("1")),
+        (
+            r#"blkqos_cpu_lease_limit_seconds{cpu="1"}"#.to_string(),
+            Some("0.000004"),
+        ),
+        (
+            r#"blkqos_cpu_lease_remaining_seconds{cpu="1"}"#.to_string(),
+            Some("0.0025"),
+        ),
+        (r#"blkqos_cpu_lease_held{cpu="0"}"#.to_string(), Some("0")),
+        (
+            r#"blkqos_cpu_lease_limit_seconds{cpu="0"}"#.to_string(),
+            None,
+        ),
+        (c6("blkqos_cpu_idle_state_usage_total"), Some("4000")),
+        (c6("blkqos_cpu_idle_state_time_seconds_total"), Some("1")),
+        (c6("blkqos_cpu_idle_state_above_total"), Some("30")),
+        (c6("blkqos_cpu_idle_state_below_total"), Some("60")),
+        (
+            c6("blkqos_cpu_idle_state_exit_latency_seconds"),
+            Some("0.00017"),
+        ),
+        (
+            c6("blkqos_cpu_idle_state_target_residency_seconds"),
+            Some("0.0006"),
+        ),
+        (c6("blkqos_cpu_idle_state_disabled"), Some("0")),
+    ];
+    let series = (by_device.iter())
+        .map(|(family, d, want)| (dev(family, d), *want))
+        .chain(by_cpu);
+    for (series, want) in series {
+        match want {
+            Some(v) => assert_eq!(m.get(&series), v, "{series}"),
+            None => assert!(!m.samples.contains_key(&series), "{series} present"),
+        }
+    }
 
     for kind in ["idle-state-disabled", "resume-latency"] {
         assert_eq!(m.get(&format!("blkqos_conflicts{{kind=\"{kind}\"}}")), "0");

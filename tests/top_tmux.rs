@@ -253,8 +253,9 @@ fn top_in_a_terminal_shows_moving_counters_and_quits_on_q() {
     session.assert_restored(0);
 }
 
-#[test]
-fn top_puts_the_terminal_back_on_sigterm() {
+/// `top` on its first frame, sent `signal`: the terminal comes back and
+/// the shell sees the exit status a process that signal ended has.
+fn terminal_back_after(signal: &str, status: i32) {
     if !has_tmux() {
         return;
     }
@@ -267,35 +268,24 @@ fn top_puts_the_terminal_back_on_sigterm() {
     );
     let pid = std::fs::read_to_string(&session.pid).expect("pid written");
     let killed = Command::new("kill")
-        .args(["-TERM", pid.trim()])
+        .args([&format!("-{signal}"), pid.trim()])
         .status()
         .expect("kill runs");
     assert!(killed.success());
+    session.assert_restored(status);
+}
+
+#[test]
+fn top_puts_the_terminal_back_on_sigterm() {
     // 128 + SIGTERM, as a shell reports a process the signal ended
-    session.assert_restored(143);
+    terminal_back_after("TERM", 143);
 }
 
 /// SIGQUIT (Ctrl-\\ outside raw mode, or kill -QUIT) would otherwise dump
 /// core with the terminal left raw.
 #[test]
 fn top_puts_the_terminal_back_on_sigquit() {
-    if !has_tmux() {
-        return;
-    }
-    let session = Session::start();
-    until(
-        &session.tmux,
-        "the first frame",
-        || {},
-        |s| s.contains("cpu3"),
-    );
-    let pid = std::fs::read_to_string(&session.pid).expect("pid written");
-    let killed = Command::new("kill")
-        .args(["-QUIT", pid.trim()])
-        .status()
-        .expect("kill runs");
-    assert!(killed.success());
-    session.assert_restored(131);
+    terminal_back_after("QUIT", 131);
 }
 
 #[test]
