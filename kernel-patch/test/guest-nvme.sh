@@ -134,7 +134,8 @@ nvme_setup() {
 # backend, idle.rs), one line per path, relative to /sys:
 #   PATH -> TARGET    a link, as readlink(2) returns it
 #   PATH/             a directory
-#   PATH = 'VALUE'    an attribute (idle usage and time as '*')
+#   PATH = 'VALUE'    an attribute (idle usage and time, and the live
+#                     lease, as '*')
 #   PATH absent       a path blkqos probes that is not there
 # for the CPUs and for every disk of the topology (nvme*, md*, dm-*) and
 # its partitions. tests/guest_layout.rs prints the same for the fixture.
@@ -146,7 +147,8 @@ nvme_layout_path() { # rel
 		echo "$1/"
 	elif [ -e "$_lp" ]; then
 		case $1 in
-		*/cpuidle/state*/usage | */cpuidle/state*/time) echo "$1 = '*'" ;;
+		*/cpuidle/state*/usage | */cpuidle/state*/time | */cpuidle/cpu_lat_lease)
+			echo "$1 = '*'" ;;
 		*) echo "$1 = '$(cat "$_lp")'" ;;
 		esac
 	else
