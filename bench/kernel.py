@@ -124,6 +124,9 @@ def collect():
     result = {"hotpath": [], "latency": [], "power": []}
     runs, lat_runs = [], []
     for kind, f in records:
+        # benchpoint: where each point began (guest uptime), no figures
+        if kind not in ("hotpath", "lat", "power"):
+            continue
         if f.get("kernel") == "psdmodel":
             f["cfg"] = OWN.get(f["cfg"], f["cfg"])
         if kind == "hotpath":

@@ -265,8 +265,9 @@ def plot_peers(k, prefix):
             a.set_title(f"{shape}, {cus} us ±{spread}%", fontsize=9)
             a.set_xlabel("power kept: I/O CPUs' deep share in the second after, % of deep allowed",
                          fontsize=7)
-            if j == 0:
-                a.set_ylabel("latency bought: p99 / C-states-off p99", fontsize=8)
+            # a shape may lack the first columns' points: label every panel
+            a.tick_params(labelleft=True)
+            a.set_ylabel("latency bought: p99 / C-states-off p99", fontsize=8)
     handles, labels = {}, {}
     for a in ax.flat:
         for h, l in zip(*a.get_legend_handles_labels()):
