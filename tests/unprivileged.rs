@@ -10,17 +10,27 @@ use std::os::unix::process::CommandExt;
 
 const NOBODY: u32 = 65534;
 
-#[test]
-fn read_only_commands_work_unprivileged_and_name_what_they_could_not_read() {
+/// As root: the zoo with its profile applied, the work directory open to
+/// others (the user may read the tree and the profile, not root's state,
+/// 0700); None when not root.
+fn tuned_zoo() -> Option<(Env, String)> {
     if !is_root("no other user to drop to") {
-        return;
+        return None;
     }
     let env = Env::zoo(Abi::Queue);
     let p = env.profile("p.toml", NVME_AUTO);
-    let p = p.to_str().unwrap();
-    assert_eq!(env.run(&["apply", p]).code, 0);
-    // the user may read the tree and the profile, not root's state (0700)
+    let p = p.to_str().unwrap().to_string();
+    assert_eq!(env.run(&["apply", &p]).code, 0);
     fs::set_permissions(&env.work, fs::Permissions::from_mode(0o755)).unwrap();
+    Some((env, p))
+}
+
+#[test]
+fn read_only_commands_work_unprivileged_and_name_what_they_could_not_read() {
+    let Some((env, p)) = tuned_zoo() else {
+        return;
+    };
+    let p = p.as_str();
     let state_file = env.state.join("state.json");
     let as_nobody = |args: &[&str]| {
         let mut c = env.cmd();
@@ -85,14 +95,10 @@ fn read_only_commands_work_unprivileged_and_name_what_they_could_not_read() {
 
 #[test]
 fn the_needs_root_hint_names_a_dry_run_each_command_has() {
-    if !is_root("no other user to drop to") {
+    let Some((env, p)) = tuned_zoo() else {
         return;
-    }
-    let env = Env::zoo(Abi::Queue);
-    let p = env.profile("p.toml", NVME_AUTO);
-    let p = p.to_str().unwrap();
-    assert_eq!(env.run(&["apply", p]).code, 0);
-    fs::set_permissions(&env.work, fs::Permissions::from_mode(0o755)).unwrap();
+    };
+    let p = p.as_str();
     let devpath = format!("/{}", env.fx.dir_of("nvme0n1"));
     for (args, hint) in [
         (vec!["apply", p], "; --dry-run shows the plan without it"),
