@@ -6,11 +6,13 @@
 
 use crate::abi::Abi;
 use crate::idle::parse_cpu_list;
-use crate::sysfs::{Sysfs, natural_cmp};
+use crate::sysfs::{Reading, Sysfs, natural_cmp};
 use std::cell::OnceCell;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::str::FromStr;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Transport {
@@ -122,6 +124,9 @@ pub struct Device {
     /// The head of a hidden path disk.
     pub head: Option<String>,
     pub abi: Abi,
+    /// The knobs' values (by path, as `abi` lays them out), read with the
+    /// rest of the disk.
+    pub knobs: Vec<(String, Reading)>,
     /// Request queues that really do this device's I/O (itself for a disk).
     pub targets: Vec<String>,
     pub properties: BTreeMap<String, String>,
@@ -165,10 +170,26 @@ pub struct Detail {
     /// may match on, a third of the reads per disk; a plan whose rules do
     /// not match on them does without.
     pub identity: bool,
+    /// `queue/rotational` and `removable`: also shown by `list`, and read
+    /// for a plan only when a rule matches on them.
+    pub flags: bool,
 }
 
 impl Detail {
-    pub const FULL: Detail = Detail { identity: true };
+    pub const FULL: Detail = Detail {
+        identity: true,
+        flags: true,
+    };
+
+    /// What matching the rules of `profile` reads (without one, as for a
+    /// restore, neither).
+    pub fn for_profile(profile: Option<&crate::profile::Profile>) -> Detail {
+        let rules = || profile.into_iter().flat_map(|p| p.rules.iter());
+        Detail {
+            identity: rules().any(|r| r.matcher.uses_identity()),
+            flags: rules().any(|r| r.matcher.uses_flags()),
+        }
+    }
 }
 
 /// Which disks a scan reads.
@@ -217,12 +238,13 @@ fn scan_all(sysfs: &Sysfs, detail: Detail) -> Result<Inventory, ScanError> {
     // udev may not have processed every disk yet (early boot); sysfs is the
     // authority on what exists, udev only adds names and properties.
     let known: std::collections::HashSet<String> = names.iter().cloned().collect();
-    for name in sysfs.list("block") {
+    let disks = sysfs.list("block");
+    let partitions = partition_parents(sysfs, &disks);
+    for name in disks {
         if !known.contains(&name) {
             names.push(name);
         }
     }
-    let partitions = partition_parents(sysfs);
     assemble(
         sysfs,
         Candidates {
@@ -413,11 +435,13 @@ fn assemble(sysfs: &Sysfs, candidates: Candidates, detail: Detail) -> Result<Inv
     })
 }
 
-/// Partition name -> whole-disk name, from `class/block/*/partition`.
-fn partition_parents(sysfs: &Sysfs) -> BTreeMap<String, String> {
+/// Partition name -> whole-disk name, from `class/block/*/partition`;
+/// the names `block/` lists (`disks`, sorted) are whole disks.
+fn partition_parents(sysfs: &Sysfs, disks: &[String]) -> BTreeMap<String, String> {
     sysfs
         .list("class/block")
         .into_iter()
+        .filter(|p| disks.binary_search_by(|d| natural_cmp(d, p)).is_err())
         .filter_map(|p| Some((p.clone(), partition_parent(sysfs, &p)?)))
         .collect()
 }
@@ -463,38 +487,59 @@ pub struct ScanError(String);
 
 /// `f` over `work` on up to `threads` (at most 8) threads, in order. A
 /// panic in `f` is caught and returned as a [`ScanError`]; nothing else
-/// of the result is kept.
+/// of the result is kept. The threads take the work a block at a time,
+/// as each is free: a thread slowed by the rest of the machine does not
+/// hold the others up with a fixed share of it.
 fn map_parallel<T: Send, R: Send>(
     work: Vec<T>,
     threads: usize,
     f: impl Fn(T) -> R + Sync,
 ) -> Result<Vec<R>, ScanError> {
     const PER_THREAD_MIN: usize = 64;
+    const BLOCK: usize = 16;
     let threads = threads
         .min(8)
         .min(work.len().div_ceil(PER_THREAD_MIN))
         .max(1);
-    let run = |chunk: Vec<T>| {
+    let run = |block: Vec<T>| {
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            chunk.into_iter().map(&f).collect::<Vec<_>>()
+            block.into_iter().map(&f).collect::<Vec<_>>()
         }))
         .map_err(|p| ScanError(panic_message(p.as_ref())))
     };
-    let per = work.len().div_ceil(threads).max(1);
-    let mut chunks = Vec::new();
+    if threads == 1 {
+        return run(work);
+    }
+    let mut blocks = Vec::new();
     let mut rest = work;
-    while rest.len() > per {
-        let tail = rest.split_off(per);
-        chunks.push(rest);
+    while rest.len() > BLOCK {
+        let tail = rest.split_off(BLOCK);
+        blocks.push(Mutex::new(Some(rest)));
         rest = tail;
     }
-    chunks.push(rest);
-    if threads == 1 {
-        return concat(chunks.into_iter().map(run));
-    }
-    std::thread::scope(|s| {
-        let handles: Vec<_> = chunks.into_iter().map(|c| s.spawn(|| run(c))).collect();
-        let results = handles
+    blocks.push(Mutex::new(Some(rest)));
+    let next = AtomicUsize::new(0);
+    let worker = || {
+        let mut done = Vec::new();
+        loop {
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            let Some(slot) = blocks.get(i) else {
+                return Ok(done);
+            };
+            // the counter hands out each index once, so each block is
+            // there to take, and nothing panics while holding its lock
+            let block = slot.lock().unwrap_or_else(|p| p.into_inner()).take();
+            let Some(block) = block else {
+                return Err(ScanError(format!("block {i} of the disks taken twice")));
+            };
+            done.push((i, run(block)?));
+        }
+    };
+    // each thread's blocks, by block index
+    type Done<R> = Result<Vec<(usize, Vec<R>)>, ScanError>;
+    let per_thread: Vec<Done<R>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads).map(|_| s.spawn(worker)).collect();
+        handles
             .into_iter()
             .map(|h| {
                 // `run` catches every panic of `f`; one in `join`'s thread
@@ -502,14 +547,14 @@ fn map_parallel<T: Send, R: Send>(
                 h.join()
                     .unwrap_or_else(|p| Err(ScanError(panic_message(p.as_ref()))))
             })
-            .collect::<Vec<_>>();
-        concat(results.into_iter())
-    })
-}
-
-fn concat<R>(chunks: impl Iterator<Item = Result<Vec<R>, ScanError>>) -> Result<Vec<R>, ScanError> {
-    let chunks: Vec<Vec<R>> = chunks.collect::<Result<_, _>>()?;
-    Ok(chunks.into_iter().flatten().collect())
+            .collect()
+    });
+    let mut done = Vec::with_capacity(blocks.len());
+    for part in per_thread {
+        done.extend(part?);
+    }
+    done.sort_unstable_by_key(|(i, _)| *i);
+    Ok(done.into_iter().flat_map(|(_, r)| r).collect())
 }
 
 fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
@@ -528,16 +573,18 @@ fn read_device(
     warnings: &mut Vec<String>,
 ) -> Option<Device> {
     let base = format!("block/{name}");
-    let syspath = match sysfs.resolve(&base) {
-        Ok(p) => p,
+    // the disk's directory, opened once: its own attributes are read
+    // beneath it, without walking the link to it again for each
+    let (syspath, dir) = match sysfs.dir(&base).and_then(|d| Ok((d.canonical()?, d))) {
+        Ok(found) => found,
         Err(e) => {
             warnings.push(format!("{name}: cannot resolve {base}: {e}"));
             return None;
         }
     };
-    let flag = |rel: &str| sysfs.attr(&format!("{base}/{rel}")).as_deref() == Some("1");
-    let request_based = sysfs.exists(&format!("{base}/mq"));
-    let queues = sysfs.list(&format!("{base}/mq"));
+    let queues = dir.list("mq");
+    let request_based = queues.is_some();
+    let queues = queues.unwrap_or_default();
     let cpus = match possible {
         // blk-mq maps every possible CPU to one of a disk's hardware queues,
         // so their cpu_lists (one per CPU on NVMe) add up to `possible`.
@@ -545,9 +592,7 @@ fn read_device(
         _ => {
             let mut cpus = BTreeSet::new();
             for q in &queues {
-                let list = sysfs
-                    .attr(&format!("{base}/mq/{q}/cpu_list"))
-                    .unwrap_or_default();
+                let list = dir.attr(&format!("mq/{q}/cpu_list")).unwrap_or_default();
                 match parse_cpu_list(&list) {
                     Some(c) => cpus.extend(c),
                     None => warnings.push(format!("{name}: unreadable mq/{q}/cpu_list {list:?}")),
@@ -560,11 +605,12 @@ fn read_device(
     let grandparent = syspath.rsplit('/').nth(2).unwrap_or("");
     let kind = if grandparent == "nvme-subsystem" || parent_dir.starts_with("nvme-subsys") {
         Kind::NvmeHead
-    } else if flag("hidden") && is_nvme_path_name(name) {
+    } else if is_nvme_path_name(name) && dir.flag("hidden") {
         Kind::NvmePath
-    } else if sysfs.exists(&format!("{base}/md")) {
+    } else if !request_based && dir.exists("md") {
+        // md arrays are bio-based: a queue with blk-mq hardware queues is not one
         Kind::Md
-    } else if sysfs.exists(&format!("{base}/dm")) {
+    } else if dir.exists("dm") {
         Kind::Dm
     } else if request_based {
         Kind::Disk
@@ -586,11 +632,11 @@ fn read_device(
             .or_else(|| dev_attr("model"))
             .or_else(|| dev_attr("name"));
         let serial = prop("ID_SERIAL_SHORT")
-            .or_else(|| sysfs.attr(&format!("{base}/serial")))
+            .or_else(|| dir.attr("serial"))
             .or_else(|| dev_attr("serial"))
             .or_else(|| vpd_serial(sysfs, &format!("{base}/device/vpd_pg80")));
         let wwid = prop("ID_WWN")
-            .or_else(|| sysfs.attr(&format!("{base}/wwid")))
+            .or_else(|| dir.attr("wwid"))
             .or_else(|| dev_attr("wwid"));
         let driver = sysfs
             .resolve(&format!("{base}/device"))
@@ -603,6 +649,7 @@ fn read_device(
     } else {
         (None, None, None, None)
     };
+    let (abi, knobs) = Abi::probe(&dir, name);
     let pci: Vec<String> = syspath
         .split('/')
         .rfind(|c| is_pci_address(c))
@@ -617,24 +664,25 @@ fn read_device(
         wwid,
         driver,
         pci,
-        rotational: flag("queue/rotational"),
-        removable: flag("removable"),
-        size_bytes: sysfs
-            .attr(&format!("{base}/size"))
+        rotational: detail.flags && dir.flag("queue/rotational"),
+        removable: detail.flags && dir.flag("removable"),
+        size_bytes: dir
+            .attr("size")
             .and_then(|s| s.parse::<u64>().ok())
             .unwrap_or(0)
             .saturating_mul(512),
         cpus,
         hw_queues: queues.len(),
-        slaves: sysfs.list(&format!("{base}/slaves")),
-        holders: sysfs.list(&format!("{base}/holders")),
+        slaves: dir.list("slaves").unwrap_or_default(),
+        holders: dir.list("holders").unwrap_or_default(),
         paths: if kind == Kind::NvmeHead {
             nvme_paths(sysfs, name)
         } else {
             Vec::new()
         },
         head: None,
-        abi: Abi::probe(sysfs, name),
+        abi,
+        knobs,
         targets: Vec::new(),
         properties,
         excluded: None,

@@ -153,10 +153,8 @@ impl Engine<'_> {
             Job::Apply { profile, scope } => (Some(*profile), scope.clone()),
             Job::Restore { scope, .. } => (None, scope.clone()),
         };
-        // identities are read only when a rule matches on one
-        let detail = Detail {
-            identity: profile.is_some_and(|p| p.rules.iter().any(|r| r.matcher.uses_identity())),
-        };
+        // identities and flags are read only when a rule matches on one
+        let detail = Detail::for_profile(profile);
         if let Some(gone) = &scope.removed {
             scope.devices = (state.saved.values())
                 .filter(|s| s.owners.contains(gone))

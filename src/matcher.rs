@@ -91,6 +91,11 @@ impl Matcher {
             || self.wwid.is_some()
             || self.driver.is_some()
     }
+
+    /// Whether matching reads a disk's rotational or removable flag.
+    pub fn uses_flags(&self) -> bool {
+        self.rotational.is_some() || self.removable.is_some()
+    }
 }
 
 /// The outcome of one match key, for `explain`.

@@ -9,19 +9,9 @@ use crate::idle::{self, IdleState};
 use crate::plan::owning_rule;
 use crate::profile::{Limit, Profile};
 use crate::state::State;
-use crate::sysfs::{Sysfs, is_vanished};
+pub use crate::sysfs::Reading;
+use crate::sysfs::Sysfs;
 use std::collections::{BTreeMap, BTreeSet};
-
-/// An attribute as the snapshot found it.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Reading {
-    /// Its value, trailing blanks removed.
-    Value(String),
-    /// Not there (never was, or its device went away).
-    Missing,
-    /// There but unreadable.
-    Unreadable(String),
-}
 
 #[derive(Debug, Default)]
 pub struct Snapshot {
@@ -89,20 +79,27 @@ impl Snapshot {
                 snap.set_idle(cpu, idle::cpu_states(sysfs, cpu));
             }
         }
-        for path in paths {
-            let reading = match sysfs.read(&path) {
-                Ok(v) => Reading::Value(v),
-                Err(e) if is_vanished(&e) => {
-                    if snap.state.saved.contains_key(&path)
-                        && let Some(dir) = device_dir(&path)
-                        && sysfs.exists(&dir)
-                    {
-                        snap.present.insert(dir);
-                    }
-                    Reading::Missing
+        // the knobs, read while their disks were scanned
+        let mut read = Vec::new();
+        for d in &snap.inventory.devices {
+            for (path, reading) in &d.knobs {
+                if paths.remove(path) {
+                    read.push((path.clone(), reading.clone()));
                 }
-                Err(e) => Reading::Unreadable(e.to_string()),
-            };
+            }
+        }
+        read.extend(paths.into_iter().map(|p| {
+            let r = Reading::of(sysfs.read(&p));
+            (p, r)
+        }));
+        for (path, reading) in read {
+            if reading == Reading::Missing
+                && snap.state.saved.contains_key(&path)
+                && let Some(dir) = device_dir(&path)
+                && sysfs.exists(&dir)
+            {
+                snap.present.insert(dir);
+            }
             snap.set(&path, reading);
         }
         snap

@@ -1,14 +1,16 @@
 //! The only place that touches the sysfs tree. Every path is relative to the
 //! root given by `--sysfs`, so a captured or fake tree behaves like `/sys`.
 
+use std::borrow::Cow;
+use std::collections::{HashMap, HashSet};
 use std::ffi::CString;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, OnceLock};
 
 use crate::trust;
 
@@ -33,8 +35,15 @@ pub struct Sysfs {
     root: PathBuf,
     /// The root's canonical path, resolved once.
     canonical_root: OnceLock<PathBuf>,
-    /// The root opened as a directory, once: writes open files beneath it.
+    /// The root opened as a directory, once: files are opened beneath it.
     root_dir: OnceLock<OwnedFd>,
+    /// `block/<disk>` -> the device directory it led to when the disk was
+    /// scanned: later reads and writes of its attributes walk no link, and
+    /// reach the device that was scanned (or nothing, if it left), not
+    /// another that took its name since.
+    located: Mutex<HashMap<String, String>>,
+    /// Paths `resolve` found not to be links, not asked again.
+    not_links: Mutex<HashSet<String>>,
 }
 
 impl Clone for Sysfs {
@@ -57,6 +66,8 @@ impl Sysfs {
             root: root.into(),
             canonical_root: OnceLock::new(),
             root_dir: OnceLock::new(),
+            located: Mutex::new(HashMap::new()),
+            not_links: Mutex::new(HashSet::new()),
         }
     }
 
@@ -101,60 +112,38 @@ impl Sysfs {
     /// An attribute's value with the trailing newline and blanks removed
     /// (SCSI model strings are blank-padded).
     pub fn read(&self, rel: &str) -> io::Result<String> {
-        let buf = self.read_bytes(rel)?;
-        let text = String::from_utf8_lossy(&buf);
-        Ok(text.trim_end_matches(['\n', ' ', '\t', '\0']).to_string())
+        self.read_bytes(rel).map(|b| trimmed(&b))
     }
 
     /// An attribute's raw bytes (binary ones: VPD pages), at most
     /// [`MAX_ATTR_BYTES`] more than the first read.
     pub fn read_bytes(&self, rel: &str) -> io::Result<Vec<u8>> {
-        let mut file = self.open_for_read(rel)?;
-        // One read(2) returns a whole attribute; only a full buffer asks for more.
-        let mut first = [0u8; FIRST_READ];
-        let n = file.read(&mut first)?;
-        let mut buf = first[..n].to_vec();
-        if n == FIRST_READ {
-            file.take(MAX_ATTR_BYTES).read_to_end(&mut buf)?;
-        }
-        Ok(buf)
+        read_file(self.open_for_read(&self.locate(rel))?)
     }
 
     /// Open `rel` for reading, beneath the root: openat2(2) with
     /// RESOLVE_BENEATH lets the kernel follow the links a sysfs path is
     /// made of (`block/nvme0n1 -> ../devices/...`) in the one path walk an
     /// open costs anyway, and refuses any that leads out of the root (an
-    /// absolute link, or `..` past it). Canonicalizing first, as writes do,
-    /// would cost a readlink per component of every path, for the
-    /// thousands of reads a big host's discovery makes. O_NONBLOCK: a FIFO
-    /// opens at once, to be refused by the fstat that follows rather than
-    /// waited on. Without openat2: the path is canonicalized (refused when
-    /// it leaves the root), then opened with O_NOFOLLOW.
+    /// absolute link, or `..` past it). Canonicalizing first would cost a
+    /// readlink per component of every path, for the thousands of reads a
+    /// big host's discovery makes. O_NONBLOCK: a FIFO opens at once, to be
+    /// refused by the fstat that follows rather than waited on. Without
+    /// openat2: the path is canonicalized (refused when it leaves the
+    /// root), then opened with O_NOFOLLOW.
     fn open_for_read(&self, rel: &str) -> io::Result<File> {
-        let flags = libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NONBLOCK;
-        let file = match self.openat2(
-            rel,
-            flags,
-            libc::RESOLVE_BENEATH | libc::RESOLVE_NO_MAGICLINKS,
-        ) {
-            Ok(Some(f)) => f,
-            Ok(None) => {
+        match openat2_beneath(self.root_fd()?, rel, READ_FLAGS, READ_RESOLVE)? {
+            Some(f) => Ok(f),
+            None => {
                 let inside = self.canonical(rel)?;
-                OpenOptions::new()
+                let file = OpenOptions::new()
                     .read(true)
                     .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-                    .open(self.path(&inside))?
+                    .open(self.path(&inside))?;
+                trust::require_regular(&file)?;
+                Ok(file)
             }
-            Err(e) if e.raw_os_error() == Some(libc::EXDEV) => {
-                return Err(io::Error::new(
-                    io::ErrorKind::PermissionDenied,
-                    "a link that leads outside the sysfs root; not read",
-                ));
-            }
-            Err(e) => return Err(e),
-        };
-        trust::require_regular(&file)?;
-        Ok(file)
+        }
     }
 
     /// Like `read`, but a missing, unreadable or empty attribute is `None`.
@@ -163,7 +152,10 @@ impl Sysfs {
     }
 
     pub fn exists(&self, rel: &str) -> bool {
-        self.path(rel).exists()
+        match self.root_fd() {
+            Ok(fd) => rustix::fs::statat(fd, rel, rustix::fs::AtFlags::empty()).is_ok(),
+            Err(_) => self.path(rel).exists(),
+        }
     }
 
     /// Store a value with a single write(2): sysfs takes one write per value.
@@ -176,125 +168,138 @@ impl Sysfs {
     /// successful one instead; sysfs ignores size changes, as it ignores
     /// O_TRUNC.
     pub fn write(&self, rel: &str, value: &str) -> io::Result<()> {
-        let inside = self.canonical(rel)?;
-        let mut file = self.open_beneath(&inside)?;
-        let n = file.write(value.as_bytes())?;
-        if n != value.len() {
-            return Err(io::Error::new(
-                io::ErrorKind::WriteZero,
-                format!("short write ({n} of {} bytes)", value.len()),
-            ));
-        }
-        file.set_len(n as u64)
+        store(&mut self.open_for_write(rel, false)?, value)
     }
 
-    /// Open `rel`, a canonical path relative to the root, for writing:
-    /// openat2(2) on the root's directory with RESOLVE_BENEATH and
-    /// RESOLVE_NO_SYMLINKS, so a link swapped into the path after
-    /// `canonical` looked is refused (ELOOP) rather than followed, and
-    /// nothing outside the root can be reached. Without openat2 (Linux
-    /// before 5.6, or a seccomp filter that refuses it), the path is
-    /// opened with O_NOFOLLOW on its last component. O_NONBLOCK and the
-    /// fstat: a FIFO or device node planted in the tree is not written.
-    fn open_beneath(&self, rel: &str) -> io::Result<File> {
-        let flags = libc::O_WRONLY | libc::O_CLOEXEC | libc::O_NOFOLLOW | libc::O_NONBLOCK;
+    /// [`Sysfs::write`], then what the attribute reads back (the inner
+    /// result), through the same open file: a read at offset 0 makes
+    /// sysfs show the attribute afresh, as a new open would.
+    pub fn write_and_read_back(&self, rel: &str, value: &str) -> io::Result<io::Result<String>> {
+        let mut file = self.open_for_write(rel, true)?;
+        store(&mut file, value)?;
+        let mut buf = [0u8; FIRST_READ];
+        Ok(std::os::unix::fs::FileExt::read_at(&file, &mut buf, 0).map(|n| trimmed(&buf[..n])))
+    }
+
+    /// Open `rel` for writing. A path with no link in it (a disk's
+    /// attribute once its disk was scanned, a CPU's) is opened as it
+    /// is, in one call; one through a link (`block/sda/...` of a disk
+    /// not scanned) is resolved first, inside the root.
+    fn open_for_write(&self, rel: &str, read_too: bool) -> io::Result<File> {
+        match self.open_beneath(&self.locate(rel), read_too) {
+            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+                self.open_beneath(&self.canonical(rel)?, read_too)
+            }
+            other => other,
+        }
+    }
+
+    /// Open `rel`, a path relative to the root, for writing: openat2(2) on
+    /// the root's directory with RESOLVE_BENEATH and RESOLVE_NO_SYMLINKS,
+    /// so no link is followed (ELOOP), none swapped in after the path was
+    /// resolved either, and nothing outside the root can be reached.
+    /// Without openat2 (Linux before 5.6, or a seccomp filter that
+    /// refuses it), the path is opened with O_NOFOLLOW on its last
+    /// component. O_NONBLOCK and the fstat: a FIFO or device node planted
+    /// in the tree is not written.
+    fn open_beneath(&self, rel: &str, read_too: bool) -> io::Result<File> {
+        let mode = if read_too {
+            libc::O_RDWR
+        } else {
+            libc::O_WRONLY
+        };
+        let flags = mode | libc::O_CLOEXEC | libc::O_NOFOLLOW | libc::O_NONBLOCK;
         let resolve =
             libc::RESOLVE_BENEATH | libc::RESOLVE_NO_SYMLINKS | libc::RESOLVE_NO_MAGICLINKS;
-        let file = match self.openat2(rel, flags, resolve)? {
-            Some(f) => f,
-            None => OpenOptions::new()
-                .write(true)
-                .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-                .open(self.path(rel))?,
-        };
-        trust::require_regular(&file)?;
-        Ok(file)
+        match openat2_beneath(self.root_fd()?, rel, flags, resolve)? {
+            Some(f) => Ok(f),
+            None => {
+                let file = OpenOptions::new()
+                    .read(read_too)
+                    .write(true)
+                    .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+                    .open(self.path(rel))?;
+                trust::require_regular(&file)?;
+                Ok(file)
+            }
+        }
     }
 
-    /// openat2(2) of `rel` on the root's directory; `None` where the
-    /// kernel has no openat2 or a seccomp filter refuses it (ENOSYS,
-    /// EPERM), for the caller's fallback. EAGAIN (a rename raced a `..`
-    /// the kernel had to check) is retried, as openat2(2) advises.
-    fn openat2(&self, rel: &str, flags: i32, resolve: u64) -> io::Result<Option<File>> {
-        if NO_OPENAT2.load(Ordering::Relaxed) {
-            return Ok(None);
+    /// The root opened as a directory (O_PATH), once.
+    fn root_fd(&self) -> io::Result<BorrowedFd<'_>> {
+        if let Some(d) = self.root_dir.get() {
+            return Ok(d.as_fd());
         }
-        let dir = match self.root_dir.get() {
-            Some(d) => d,
-            None => {
-                let d: OwnedFd = OpenOptions::new()
-                    .read(true)
-                    .custom_flags(libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC)
-                    .open(&self.root)?
-                    .into();
-                self.root_dir.get_or_init(|| d)
-            }
+        let d: OwnedFd = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC)
+            .open(&self.root)?
+            .into();
+        Ok(self.root_dir.get_or_init(|| d).as_fd())
+    }
+
+    /// `rel` with a scanned disk's `block/<disk>` replaced by the device
+    /// directory it led to then.
+    fn locate<'r>(&self, rel: &'r str) -> Cow<'r, str> {
+        let Some(tail) = rel.strip_prefix("block/") else {
+            return Cow::Borrowed(rel);
         };
-        let path = CString::new(rel).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-        let how = OpenHow {
-            // open flags are non-negative
-            flags: flags as u64,
-            mode: 0,
-            resolve,
+        let (disk, rest) = tail.split_once('/').unwrap_or((tail, ""));
+        match lock(&self.located).get(disk) {
+            Some(dir) if rest.is_empty() => Cow::Owned(dir.clone()),
+            Some(dir) => Cow::Owned(format!("{dir}/{rest}")),
+            None => Cow::Borrowed(rel),
+        }
+    }
+
+    /// A directory of the tree, opened once: reads and listings below it
+    /// walk only what lies below it, not the whole path and its links
+    /// again. For a disk's own attributes and directories (`queue/`,
+    /// `mq/`, `holders/`): a link that leads out of it (`device`) is not
+    /// followed from it; read those through the root.
+    pub fn dir(&self, rel: &str) -> io::Result<Dir<'_>> {
+        let flags = libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC;
+        let fd = match openat2_raw(self.root_fd()?, rel, flags, READ_RESOLVE)? {
+            Some(fd) => Some(fd),
+            None if self.path(&self.canonical(rel)?).is_dir() => None,
+            None => return Err(io::Error::from_raw_os_error(libc::ENOTDIR)),
         };
-        let mut attempts = 0;
-        let fd = loop {
-            // SAFETY: `dir` is an open descriptor that outlives the call,
-            // `path` a NUL-terminated string and `how` an open_how of the
-            // size passed; the kernel reads them and writes nothing back.
-            let fd = unsafe {
-                libc::syscall(
-                    libc::SYS_openat2,
-                    dir.as_raw_fd(),
-                    path.as_ptr(),
-                    &how as *const OpenHow,
-                    std::mem::size_of::<OpenHow>(),
-                )
-            };
-            if fd >= 0 {
-                break fd;
-            }
-            let e = io::Error::last_os_error();
-            match e.raw_os_error() {
-                Some(libc::ENOSYS) => {
-                    NO_OPENAT2.store(true, Ordering::Relaxed);
-                    return Ok(None);
-                }
-                // a seccomp filter's answer, or this one file's: not cached
-                Some(libc::EPERM) => return Ok(None),
-                Some(libc::EAGAIN) if attempts < 3 => attempts += 1,
-                _ => return Err(e),
-            }
-        };
-        // The kernel returns a descriptor in c_int range on success.
-        let fd = i32::try_from(fd).map_err(|_| io::Error::other("openat2: bad descriptor"))?;
-        // SAFETY: a descriptor openat2 just returned, owned by nothing else.
-        Ok(Some(unsafe { File::from_raw_fd(fd) }))
+        Ok(Dir {
+            sysfs: self,
+            rel: rel.to_string(),
+            fd,
+        })
     }
 
     /// Names in a directory, sorted; a missing directory is empty.
     pub fn list(&self, rel: &str) -> Vec<String> {
-        let mut names: Vec<String> = match fs::read_dir(self.path(rel)) {
-            Ok(entries) => entries
-                .filter_map(|e| e.ok())
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect(),
-            Err(_) => Vec::new(),
-        };
+        self.list_if_any(rel).unwrap_or_default()
+    }
+
+    /// Names in a directory, sorted; `None` when it is not there.
+    fn list_if_any(&self, rel: &str) -> Option<Vec<String>> {
+        let mut names: Vec<String> = fs::read_dir(self.path(rel))
+            .ok()?
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
         names.sort_by(|a, b| natural_cmp(a, b));
-        names
+        Some(names)
+    }
+
+    /// The root's canonical path, resolved once.
+    fn canonical_root(&self) -> io::Result<&Path> {
+        if let Some(r) = self.canonical_root.get() {
+            return Ok(r);
+        }
+        let r = fs::canonicalize(&self.root)?;
+        Ok(self.canonical_root.get_or_init(|| r))
     }
 
     /// The canonical location of `rel` as a path relative to the root, or an
     /// error when it resolves outside the tree.
     pub fn canonical(&self, rel: &str) -> io::Result<String> {
-        let root = match self.canonical_root.get() {
-            Some(r) => r,
-            None => {
-                let r = fs::canonicalize(&self.root)?;
-                self.canonical_root.get_or_init(|| r)
-            }
-        };
+        let root = self.canonical_root()?;
         let full = fs::canonicalize(self.path(rel))?;
         full.strip_prefix(root)
             .map(|p| p.to_string_lossy().into_owned())
@@ -312,6 +317,15 @@ impl Sysfs {
     /// component of every path `canonical` walks. For naming and topology
     /// only; whether a path escapes the root is `canonical`'s to decide.
     pub fn resolve(&self, rel: &str) -> io::Result<String> {
+        let at = self.resolve_lexically(rel)?;
+        // a dangling link resolves lexically; it does not lead anywhere
+        fs::metadata(self.path(&at))?;
+        Ok(at)
+    }
+
+    /// [`Sysfs::resolve`] without looking whether the result is there.
+    /// A prefix found not to be a link (`block`) is not asked again.
+    fn resolve_lexically(&self, rel: &str) -> io::Result<String> {
         let mut at: Vec<String> = Vec::new();
         for part in rel.split('/').filter(|p| !p.is_empty() && *p != ".") {
             if part == ".." {
@@ -319,10 +333,14 @@ impl Sysfs {
                 continue;
             }
             at.push(part.to_string());
-            match fs::read_link(self.path(&at.join("/"))) {
+            let prefix = at.join("/");
+            if lock(&self.not_links).contains(&prefix) {
+                continue;
+            }
+            match self.read_link(&prefix) {
                 Ok(target) => {
                     at.pop();
-                    for t in target.to_string_lossy().split('/') {
+                    for t in target.split('/') {
                         match t {
                             "" | "." => {}
                             ".." => {
@@ -332,14 +350,25 @@ impl Sysfs {
                         }
                     }
                 }
-                Err(e) if e.kind() == io::ErrorKind::InvalidInput => {}
+                Err(e) if e.kind() == io::ErrorKind::InvalidInput => {
+                    lock(&self.not_links).insert(prefix);
+                }
                 Err(e) => return Err(e),
             }
         }
-        let at = at.join("/");
-        // a dangling link resolves lexically; it does not lead anywhere
-        fs::metadata(self.path(&at))?;
-        Ok(at)
+        Ok(at.join("/"))
+    }
+
+    /// A link's target, read beneath the root's directory (a walk of
+    /// `rel` alone, not of the root's path too).
+    fn read_link(&self, rel: &str) -> io::Result<String> {
+        let target = match self.root_fd() {
+            Ok(fd) => rustix::fs::readlinkat(fd, rel, Vec::new())?.into_bytes(),
+            Err(_) => fs::read_link(self.path(rel))?
+                .into_os_string()
+                .into_encoded_bytes(),
+        };
+        Ok(String::from_utf8_lossy(&target).into_owned())
     }
 
     /// The last component of a symlink's target (`driver` -> `nvme`).
@@ -349,33 +378,258 @@ impl Sysfs {
     }
 }
 
-/// Order `nvme2n1` before `nvme10n1` and `cpu2` before `cpu10`.
-pub fn natural_cmp(a: &str, b: &str) -> std::cmp::Ordering {
-    fn chunks(s: &str) -> Vec<(bool, &str)> {
-        let mut out = Vec::new();
-        let mut start = 0;
-        let bytes = s.as_bytes();
-        for i in 1..=bytes.len() {
-            if i == bytes.len() || bytes[i].is_ascii_digit() != bytes[start].is_ascii_digit() {
-                out.push((bytes[start].is_ascii_digit(), &s[start..i]));
-                start = i;
+/// An attribute as it was found.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reading {
+    /// Its value, trailing blanks removed.
+    Value(String),
+    /// Not there (never was, or its device went away).
+    Missing,
+    /// There but unreadable.
+    Unreadable(String),
+}
+
+impl Reading {
+    pub fn of(read: io::Result<String>) -> Reading {
+        match read {
+            Ok(v) => Reading::Value(v),
+            Err(e) if is_vanished(&e) => Reading::Missing,
+            Err(e) => Reading::Unreadable(e.to_string()),
+        }
+    }
+}
+
+/// How attributes are opened for reading (see `Sysfs::open_for_read`).
+const READ_FLAGS: i32 = libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NONBLOCK;
+const READ_RESOLVE: u64 = libc::RESOLVE_BENEATH | libc::RESOLVE_NO_MAGICLINKS;
+
+/// A directory opened by [`Sysfs::dir`].
+#[derive(Debug)]
+pub struct Dir<'a> {
+    sysfs: &'a Sysfs,
+    rel: String,
+    /// `None` without openat2: everything then goes through the root.
+    fd: Option<OwnedFd>,
+}
+
+impl Dir<'_> {
+    fn below(&self, sub: &str) -> String {
+        format!("{}/{sub}", self.rel)
+    }
+
+    /// Like [`Sysfs::read`], for `sub` below this directory.
+    pub fn read(&self, sub: &str) -> io::Result<String> {
+        let Some(fd) = &self.fd else {
+            return self.sysfs.read(&self.below(sub));
+        };
+        match openat2_beneath(fd.as_fd(), sub, READ_FLAGS, READ_RESOLVE)? {
+            Some(f) => read_file(f).map(|b| trimmed(&b)),
+            None => self.sysfs.read(&self.below(sub)),
+        }
+    }
+
+    /// Like [`Sysfs::attr`], for `sub` below this directory.
+    pub fn attr(&self, sub: &str) -> Option<String> {
+        self.read(sub).ok().filter(|v| !v.is_empty())
+    }
+
+    /// True when `sub` reads `1`.
+    pub fn flag(&self, sub: &str) -> bool {
+        self.attr(sub).as_deref() == Some("1")
+    }
+
+    pub fn exists(&self, sub: &str) -> bool {
+        match &self.fd {
+            Some(fd) => rustix::fs::statat(fd, sub, rustix::fs::AtFlags::empty()).is_ok(),
+            None => self.sysfs.exists(&self.below(sub)),
+        }
+    }
+
+    /// Names in the directory `sub` below this one, sorted; `None` when
+    /// it is not there.
+    pub fn list(&self, sub: &str) -> Option<Vec<String>> {
+        let Some(fd) = &self.fd else {
+            return self.sysfs.list_if_any(&self.below(sub));
+        };
+        let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC;
+        let dir = match openat2_raw(fd.as_fd(), sub, flags, READ_RESOLVE) {
+            Ok(Some(d)) => d,
+            Ok(None) => return self.sysfs.list_if_any(&self.below(sub)),
+            Err(_) => return None,
+        };
+        let mut names = Vec::new();
+        for entry in rustix::fs::Dir::new(dir).ok()? {
+            let entry = entry.ok()?;
+            let name = entry.file_name().to_bytes();
+            if name != b"." && name != b".." {
+                names.push(String::from_utf8_lossy(name).into_owned());
             }
         }
-        out
+        names.sort_by(|a, b| natural_cmp(a, b));
+        Some(names)
     }
-    let (ca, cb) = (chunks(a), chunks(b));
-    for ((da, xa), (db, xb)) in ca.iter().zip(cb.iter()) {
-        let ord = if *da && *db {
-            let (ta, tb) = (xa.trim_start_matches('0'), xb.trim_start_matches('0'));
+
+    /// Where this directory is, relative to the root, its links resolved
+    /// as [`Sysfs::resolve`] does. A disk's is remembered: see
+    /// `Sysfs::located`.
+    pub fn canonical(&self) -> io::Result<String> {
+        let found = match self.fd {
+            // open, so it is there: no need to look again
+            Some(_) => self.sysfs.resolve_lexically(&self.rel)?,
+            None => self.sysfs.resolve(&self.rel)?,
+        };
+        if let Some(disk) = self.rel.strip_prefix("block/")
+            && !disk.contains('/')
+        {
+            lock(&self.sysfs.located).insert(disk.to_string(), found.clone());
+        }
+        Ok(found)
+    }
+}
+
+/// A memo's lock. One a reader panicked holding is used as it is: each
+/// change to a memo is a single insert, so it is never half-made.
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// openat2(2) of `rel` beneath `dir`; `None` where the kernel has no
+/// openat2 or a seccomp filter refuses it (ENOSYS, EPERM), for the
+/// caller's fallback. EAGAIN (a rename raced a `..` the kernel had to
+/// check) is retried, as openat2(2) advises.
+fn openat2_raw(
+    dir: BorrowedFd<'_>,
+    rel: &str,
+    flags: i32,
+    resolve: u64,
+) -> io::Result<Option<OwnedFd>> {
+    if NO_OPENAT2.load(Ordering::Relaxed) {
+        return Ok(None);
+    }
+    let path = CString::new(rel).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    let how = OpenHow {
+        // open flags are non-negative
+        flags: flags as u64,
+        mode: 0,
+        resolve,
+    };
+    let mut attempts = 0;
+    let fd = loop {
+        // SAFETY: `dir` is an open descriptor that outlives the call,
+        // `path` a NUL-terminated string and `how` an open_how of the
+        // size passed; the kernel reads them and writes nothing back.
+        let fd = unsafe {
+            libc::syscall(
+                libc::SYS_openat2,
+                dir.as_raw_fd(),
+                path.as_ptr(),
+                &how as *const OpenHow,
+                std::mem::size_of::<OpenHow>(),
+            )
+        };
+        if fd >= 0 {
+            break fd;
+        }
+        let e = io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::ENOSYS) => {
+                NO_OPENAT2.store(true, Ordering::Relaxed);
+                return Ok(None);
+            }
+            // a seccomp filter's answer, or this one file's: not cached
+            Some(libc::EPERM) => return Ok(None),
+            Some(libc::EAGAIN) if attempts < 3 => attempts += 1,
+            _ => return Err(e),
+        }
+    };
+    // The kernel returns a descriptor in c_int range on success.
+    let fd = i32::try_from(fd).map_err(|_| io::Error::other("openat2: bad descriptor"))?;
+    // SAFETY: a descriptor openat2 just returned, owned by nothing else.
+    Ok(Some(unsafe { OwnedFd::from_raw_fd(fd) }))
+}
+
+/// [`openat2_raw`] of a regular file; a link out of `dir` is refused
+/// with an error that says so.
+fn openat2_beneath(
+    dir: BorrowedFd<'_>,
+    rel: &str,
+    flags: i32,
+    resolve: u64,
+) -> io::Result<Option<File>> {
+    match openat2_raw(dir, rel, flags, resolve) {
+        Ok(Some(fd)) => {
+            let file = File::from(fd);
+            trust::require_regular(&file)?;
+            Ok(Some(file))
+        }
+        Ok(None) => Ok(None),
+        Err(e) if e.raw_os_error() == Some(libc::EXDEV) => Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            "a link that leads outside the sysfs root; not read",
+        )),
+        Err(e) => Err(e),
+    }
+}
+
+/// A whole attribute: one read(2) returns it; only a full buffer asks for
+/// more, at most [`MAX_ATTR_BYTES`].
+fn read_file(mut file: File) -> io::Result<Vec<u8>> {
+    let mut first = [0u8; FIRST_READ];
+    let n = file.read(&mut first)?;
+    let mut buf = first[..n].to_vec();
+    if n == FIRST_READ {
+        file.take(MAX_ATTR_BYTES).read_to_end(&mut buf)?;
+    }
+    Ok(buf)
+}
+
+/// One write(2) of `value`, then the file cut to it (see [`Sysfs::write`]).
+fn store(file: &mut File, value: &str) -> io::Result<()> {
+    let n = file.write(value.as_bytes())?;
+    if n != value.len() {
+        return Err(io::Error::new(
+            io::ErrorKind::WriteZero,
+            format!("short write ({n} of {} bytes)", value.len()),
+        ));
+    }
+    file.set_len(n as u64)
+}
+
+/// An attribute's text without the trailing newline and blanks (SCSI
+/// model strings are blank-padded).
+fn trimmed(buf: &[u8]) -> String {
+    let text = String::from_utf8_lossy(buf);
+    text.trim_end_matches(['\n', ' ', '\t', '\0']).to_string()
+}
+
+/// Order `nvme2n1` before `nvme10n1` and `cpu2` before `cpu10`.
+pub fn natural_cmp(a: &str, b: &str) -> std::cmp::Ordering {
+    /// The next run of digits or of other bytes at the start of `s`.
+    fn chunk(s: &[u8]) -> (bool, &[u8]) {
+        let digit = s[0].is_ascii_digit();
+        let len = s
+            .iter()
+            .position(|c| c.is_ascii_digit() != digit)
+            .unwrap_or(s.len());
+        (digit, &s[..len])
+    }
+    let (mut xa, mut xb) = (a.as_bytes(), b.as_bytes());
+    while !xa.is_empty() && !xb.is_empty() {
+        let ((da, ca), (db, cb)) = (chunk(xa), chunk(xb));
+        let ord = if da && db {
+            let strip = |c: &[u8]| -> usize { c.iter().take_while(|&&d| d == b'0').count() };
+            let (ta, tb) = (&ca[strip(ca)..], &cb[strip(cb)..]);
             ta.len().cmp(&tb.len()).then_with(|| ta.cmp(tb))
         } else {
-            xa.cmp(xb)
+            ca.cmp(cb)
         };
         if ord.is_ne() {
             return ord;
         }
+        xa = &xa[ca.len()..];
+        xb = &xb[cb.len()..];
     }
-    ca.len().cmp(&cb.len()).then_with(|| a.cmp(b))
+    xa.len().cmp(&xb.len()).then_with(|| a.cmp(b))
 }
 
 /// True for the errors that mean "the device went away": not a failure of
@@ -432,6 +686,81 @@ mod tests {
         let mut v = vec!["nvme10n1", "nvme2n1", "nvme1n1", "cpu10", "cpu9"];
         v.sort_by(|a, b| natural_cmp(a, b));
         assert_eq!(v, ["cpu9", "cpu10", "nvme1n1", "nvme2n1", "nvme10n1"]);
+        let mut v = vec![
+            "sda", "nvme1n10", "", "nvme1n2", "a01", "a1", "nvme1", "md0p1", "md0",
+        ];
+        v.sort_by(|a, b| natural_cmp(a, b));
+        assert_eq!(
+            v,
+            [
+                "", "a01", "a1", "md0", "md0p1", "nvme1", "nvme1n2", "nvme1n10", "sda"
+            ]
+        );
+    }
+
+    /// A disk's directory as the kernel lays it out: `block/<disk>` a link
+    /// to its device directory.
+    fn disk_tree(r: &Path, disk: &str) {
+        let dev = format!("devices/pci0/{disk}");
+        fs::create_dir_all(r.join(&dev).join("queue")).unwrap();
+        fs::create_dir_all(r.join(&dev).join("holders")).unwrap();
+        fs::create_dir_all(r.join("block")).unwrap();
+        fs::write(r.join(&dev).join("size"), "8\n").unwrap();
+        fs::write(r.join(&dev).join("queue/cpu_lat_limit_us"), "-1\n").unwrap();
+        std::os::unix::fs::symlink(format!("../{dev}"), r.join("block").join(disk)).unwrap();
+    }
+
+    #[test]
+    fn a_disk_directory_reads_lists_and_resolves_beneath_itself() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = dir.path();
+        disk_tree(r, "a");
+        fs::write(r.join("secret"), "s\n").unwrap();
+        std::os::unix::fs::symlink("../../secret", r.join("devices/pci0/a/up")).unwrap();
+        std::os::unix::fs::symlink("../../../a", r.join("devices/pci0/a/holders/h")).unwrap();
+        let s = Sysfs::new(r);
+        let d = s.dir("block/a").unwrap();
+        assert_eq!(d.canonical().unwrap(), "devices/pci0/a");
+        assert_eq!(d.read("size").unwrap(), "8");
+        assert_eq!(d.attr("missing"), None);
+        assert!(d.exists("queue/cpu_lat_limit_us") && !d.exists("md"));
+        assert_eq!(d.list("holders"), Some(vec!["h".to_string()]));
+        assert_eq!(d.list("mq"), None, "missing is not empty");
+        // a link that leads out of the disk's directory is not followed from it
+        let e = d.read("up").unwrap_err();
+        assert!(e.to_string().contains("outside"), "{e}");
+        assert!(s.dir("block/none").is_err());
+        assert!(s.dir("block/a/size").is_err(), "a file is not a directory");
+    }
+
+    #[test]
+    fn a_scanned_disk_is_written_where_it_was_found() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = dir.path();
+        disk_tree(r, "a");
+        disk_tree(r, "b");
+        let s = Sysfs::new(r);
+        s.dir("block/a").unwrap().canonical().unwrap();
+        // the name now leads to another device (a removal and an add since)
+        fs::remove_file(r.join("block/a")).unwrap();
+        std::os::unix::fs::symlink("../devices/pci0/b", r.join("block/a")).unwrap();
+        let back = s
+            .write_and_read_back("block/a/queue/cpu_lat_limit_us", "4")
+            .unwrap();
+        assert_eq!(back.unwrap(), "4");
+        let value = |d: &str| fs::read_to_string(r.join(d).join("queue/cpu_lat_limit_us")).unwrap();
+        assert_eq!(value("devices/pci0/a"), "4");
+        assert_eq!(value("devices/pci0/b"), "-1\n");
+        // gone from where it was found: vanished, not written elsewhere
+        fs::remove_dir_all(r.join("devices/pci0/a")).unwrap();
+        let e = s.write("block/a/queue/cpu_lat_limit_us", "5").unwrap_err();
+        assert!(is_vanished(&e), "{e}");
+        assert_eq!(value("devices/pci0/b"), "-1\n");
+        // a disk this run did not scan is resolved when written
+        Sysfs::new(r)
+            .write("block/a/queue/cpu_lat_limit_us", "6")
+            .unwrap();
+        assert_eq!(value("devices/pci0/b"), "6");
     }
 
     #[test]
@@ -454,12 +783,12 @@ mod tests {
         fs::write(dir.path().join("outside"), "1\n").unwrap();
         std::os::unix::fs::symlink("b", dir.path().join("root/a/link")).unwrap();
         let s = Sysfs::new(dir.path().join("root"));
-        assert!(s.open_beneath("a/b/v").is_ok());
+        assert!(s.open_beneath("a/b/v", false).is_ok());
         // a link where `canonical` saw a directory (swapped in since)
-        let e = s.open_beneath("a/link/v").unwrap_err();
+        let e = s.open_beneath("a/link/v", false).unwrap_err();
         assert_eq!(e.raw_os_error(), Some(libc::ELOOP), "{e}");
-        assert!(s.open_beneath("../outside").is_err());
-        assert!(s.open_beneath("a/b/v\0x").is_err());
+        assert!(s.open_beneath("../outside", false).is_err());
+        assert!(s.open_beneath("a/b/v\0x", false).is_err());
         // and through `write`, the link is resolved first, inside the root
         s.write("a/link/v", "2").unwrap();
         assert_eq!(s.read("a/b/v").unwrap(), "2");

@@ -62,15 +62,15 @@ fn transaction(sysfs: &Sysfs, changes: &[Change]) -> Result<Written, WriteError>
     let mut out = Written::default();
     for c in changes {
         log::debug!("write {} = {} (was {})", c.path, c.after, c.before);
-        let failure = match sysfs.write(&c.path, &c.after) {
+        let failure = match sysfs.write_and_read_back(&c.path, &c.after) {
             Err(e) if is_vanished(&e) => {
                 out.vanished.push(c.path.clone());
                 continue;
             }
             Err(e) => Some(format!("{}: cannot write {:?}: {e}", c.path, c.after)),
-            Ok(()) => {
+            Ok(read_back) => {
                 done.push(c);
-                match sysfs.read(&c.path) {
+                match read_back {
                     Ok(v) if same_value(&c.path, &v, &c.after) => None,
                     Ok(v) => Some(format!(
                         "{}: wrote {:?} but it reads back {v:?}",

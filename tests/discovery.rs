@@ -200,7 +200,7 @@ cpu_lat_limit_us = 30
     assert!(scan_around(&["gone".into()]).devices.is_empty());
 }
 
-/// A plan whose rules do not match on identities skips reading them; it
+/// A plan whose rules match on no identity or flag skips reading them; it
 /// must come out the same as with everything read.
 #[test]
 fn plans_without_identity_reads_are_the_same() {
@@ -210,26 +210,45 @@ fn plans_without_identity_reads_are_the_same() {
     use blkqos::sysfs::Sysfs;
     let env = Env::zoo(Abi::Queue);
     let sysfs = Sysfs::new(env.fx.root());
-    let profile = Profile::parse(std::path::Path::new("p.toml"), common::MIXED).unwrap();
-    assert!(!profile.rules.iter().any(|r| r.matcher.uses_identity()));
-    let lean = scan(&sysfs, Extent::All, Detail { identity: false }).unwrap();
-    assert!(
-        lean.devices
-            .iter()
-            .all(|d| d.model.is_none() && d.driver.is_none())
-    );
-    let plan = |inv| {
-        let snap = Snapshot::take(&sysfs, inv, Default::default(), Some(&profile));
-        blkqos::plan::build(&profile, &snap, &blkqos::plan::Scope::all()).unwrap()
-    };
-    let full = scan(&sysfs, Extent::All, Detail::FULL).unwrap();
-    assert_eq!(plan(lean), plan(full));
+    let full = || scan(&sysfs, Extent::All, Detail::FULL).unwrap();
+    // the zoo has a rotational disk: the full scan sees it
+    assert!(full().devices.iter().any(|d| d.rotational));
+    let no_flags = common::MIXED.replace(", rotational = false", "");
+    for (text, flags) in [(common::MIXED, true), (no_flags.as_str(), false)] {
+        let profile = Profile::parse(std::path::Path::new("p.toml"), text).unwrap();
+        let detail = Detail::for_profile(Some(&profile));
+        assert_eq!(
+            detail,
+            Detail {
+                identity: false,
+                flags
+            }
+        );
+        let lean = scan(&sysfs, Extent::All, detail).unwrap();
+        assert!(
+            lean.devices
+                .iter()
+                .all(|d| d.model.is_none() && d.driver.is_none())
+        );
+        assert_eq!(lean.devices.iter().any(|d| d.rotational), flags);
+        let plan = |inv| {
+            let snap = Snapshot::take(&sysfs, inv, Default::default(), Some(&profile));
+            blkqos::plan::build(&profile, &snap, &blkqos::plan::Scope::all()).unwrap()
+        };
+        assert_eq!(plan(lean), plan(full()));
+    }
     let by_model = Profile::parse(
         std::path::Path::new("m.toml"),
         "[[rule]]\nname = \"m\"\nmatch = { model = \"X*\" }\n",
     )
     .unwrap();
     assert!(by_model.rules[0].matcher.uses_identity());
+    let by_flag = Profile::parse(
+        std::path::Path::new("r.toml"),
+        "[[rule]]\nname = \"r\"\nmatch = { rotational = true }\n",
+    )
+    .unwrap();
+    assert!(Detail::for_profile(Some(&by_flag)).flags);
 }
 
 /// Model and serial strings come from the hardware (INQUIRY, identify

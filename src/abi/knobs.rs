@@ -14,19 +14,24 @@ pub const TIMEOUT_MAX_MS: u64 = 60_000;
 /// The kernel's default window.
 pub const TIMEOUT_DEFAULT_MS: u64 = 3;
 
-fn dir(abi: Abi, disk: &str) -> String {
+/// The knobs' file names.
+pub const LIMIT: &str = "cpu_lat_limit_us";
+pub const TIMEOUT: &str = "cpu_lat_timeout_ms";
+
+/// Where a knob is, relative to its disk's directory.
+pub fn within_disk(abi: Abi, knob: &str) -> String {
     match abi {
-        Abi::Queue => format!("block/{disk}/queue"),
-        Abi::Disk | Abi::None => format!("block/{disk}"),
+        Abi::Queue => format!("queue/{knob}"),
+        Abi::Disk | Abi::None => knob.to_string(),
     }
 }
 
 pub fn limit_path(abi: Abi, disk: &str) -> String {
-    format!("{}/cpu_lat_limit_us", dir(abi, disk))
+    format!("block/{disk}/{}", within_disk(abi, LIMIT))
 }
 
 pub fn timeout_path(abi: Abi, disk: &str) -> String {
-    format!("{}/cpu_lat_timeout_ms", dir(abi, disk))
+    format!("block/{disk}/{}", within_disk(abi, TIMEOUT))
 }
 
 /// Encode a limit: `None` is off.

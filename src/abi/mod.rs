@@ -10,7 +10,7 @@
 pub mod knobs;
 pub mod resume;
 
-use crate::sysfs::Sysfs;
+use crate::sysfs::{Dir, Reading};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Abi {
@@ -23,14 +23,22 @@ pub enum Abi {
 }
 
 impl Abi {
-    pub fn probe(sysfs: &Sysfs, disk: &str) -> Abi {
-        if sysfs.exists(&knobs::limit_path(Abi::Queue, disk)) {
-            Abi::Queue
-        } else if sysfs.exists(&knobs::limit_path(Abi::Disk, disk)) {
-            Abi::Disk
-        } else {
-            Abi::None
+    /// The layout of the knobs in `dir`, the directory of `disk`
+    /// (`block/<disk>`), and their values by path: the layout is the
+    /// first whose limit is there.
+    pub fn probe(dir: &Dir<'_>, disk: &str) -> (Abi, Vec<(String, Reading)>) {
+        for abi in [Abi::Queue, Abi::Disk] {
+            let limit = Reading::of(dir.read(&knobs::within_disk(abi, knobs::LIMIT)));
+            if limit != Reading::Missing {
+                let timeout = Reading::of(dir.read(&knobs::within_disk(abi, knobs::TIMEOUT)));
+                let found = vec![
+                    (knobs::limit_path(abi, disk), limit),
+                    (knobs::timeout_path(abi, disk), timeout),
+                ];
+                return (abi, found);
+            }
         }
+        (Abi::None, Vec::new())
     }
 
     pub fn describe(self) -> &'static str {

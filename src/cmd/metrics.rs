@@ -55,8 +55,11 @@ pub fn collect(ctx: &Ctx, profile_path: &Path) -> Result<String, Error> {
             None
         }
     };
-    let identity = (profile.iter()).any(|p| p.rules.iter().any(|r| r.matcher.uses_identity()));
-    let inv = discover::scan(&ctx.sysfs, Extent::All, Detail { identity })?;
+    let inv = discover::scan(
+        &ctx.sysfs,
+        Extent::All,
+        Detail::for_profile(profile.as_ref()),
+    )?;
     // A state that cannot be trusted is reported as unreadable: metrics
     // describe the machine, and a scrape must not fail for it.
     let (state, readable_state) = match ctx

@@ -45,7 +45,7 @@ pub type LeaseRead = Result<Lease, idle::BadLease>;
 
 impl View {
     pub fn scan(ctx: &Ctx) -> Result<View, Error> {
-        let inv = discover::scan(&ctx.sysfs, Extent::All, Detail { identity: false })?;
+        let inv = discover::scan(&ctx.sysfs, Extent::All, Detail::for_profile(None))?;
         let disks = (inv.visible())
             .map(|d| {
                 let targets = (d.targets.iter())
