@@ -12,7 +12,6 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::str::FromStr;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Transport {
@@ -514,23 +513,19 @@ fn map_parallel<T: Send, R: Send>(
     let mut rest = work;
     while rest.len() > BLOCK {
         let tail = rest.split_off(BLOCK);
-        blocks.push(Mutex::new(Some(rest)));
+        blocks.push(rest);
         rest = tail;
     }
-    blocks.push(Mutex::new(Some(rest)));
-    let next = AtomicUsize::new(0);
+    blocks.push(rest);
+    let count = blocks.len();
+    let todo = Mutex::new(blocks.into_iter().enumerate());
     let worker = || {
         let mut done = Vec::new();
         loop {
-            let i = next.fetch_add(1, Ordering::Relaxed);
-            let Some(slot) = blocks.get(i) else {
+            // nothing panics while holding the lock (`run` is called after)
+            let next = todo.lock().unwrap_or_else(|p| p.into_inner()).next();
+            let Some((i, block)) = next else {
                 return Ok(done);
-            };
-            // the counter hands out each index once, so each block is
-            // there to take, and nothing panics while holding its lock
-            let block = slot.lock().unwrap_or_else(|p| p.into_inner()).take();
-            let Some(block) = block else {
-                return Err(ScanError(format!("block {i} of the disks taken twice")));
             };
             done.push((i, run(block)?));
         }
@@ -549,7 +544,7 @@ fn map_parallel<T: Send, R: Send>(
             })
             .collect()
     });
-    let mut done = Vec::with_capacity(blocks.len());
+    let mut done = Vec::with_capacity(count);
     for part in per_thread {
         done.extend(part?);
     }

@@ -5,7 +5,7 @@ use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::ffi::CString;
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read, Write};
+use std::io::{self, Read, Seek, Write};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
@@ -38,9 +38,12 @@ pub struct Sysfs {
     /// The root opened as a directory, once: files are opened beneath it.
     root_dir: OnceLock<OwnedFd>,
     /// `block/<disk>` -> the device directory it led to when the disk was
-    /// scanned: later reads and writes of its attributes walk no link, and
-    /// reach the device that was scanned (or nothing, if it left), not
-    /// another that took its name since.
+    /// scanned, for one run: later reads and writes of its attributes walk
+    /// no link, and reach the directory that was scanned (or nothing, if it
+    /// left), not another device directory that took the disk's name since
+    /// (one added at the same place, as a loop device or an NVMe rescan
+    /// is, is that same directory). A command that runs for long (`top`)
+    /// scans through a clone, which forgets it.
     located: Mutex<HashMap<String, String>>,
     /// Paths `resolve` found not to be links, not asked again.
     not_links: Mutex<HashSet<String>>,
@@ -177,8 +180,8 @@ impl Sysfs {
     pub fn write_and_read_back(&self, rel: &str, value: &str) -> io::Result<io::Result<String>> {
         let mut file = self.open_for_write(rel, true)?;
         store(&mut file, value)?;
-        let mut buf = [0u8; FIRST_READ];
-        Ok(std::os::unix::fs::FileExt::read_at(&file, &mut buf, 0).map(|n| trimmed(&buf[..n])))
+        file.seek(io::SeekFrom::Start(0))?;
+        Ok(read_file(file).map(|b| trimmed(&b)))
     }
 
     /// Open `rel` for writing. A path with no link in it (a disk's
@@ -186,9 +189,10 @@ impl Sysfs {
     /// is, in one call; one through a link (`block/sda/...` of a disk
     /// not scanned) is resolved first, inside the root.
     fn open_for_write(&self, rel: &str, read_too: bool) -> io::Result<File> {
-        match self.open_beneath(&self.locate(rel), read_too) {
+        let at = self.locate(rel);
+        match self.open_beneath(&at, read_too) {
             Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
-                self.open_beneath(&self.canonical(rel)?, read_too)
+                self.open_beneath(&self.canonical(&at)?, read_too)
             }
             other => other,
         }
@@ -199,9 +203,10 @@ impl Sysfs {
     /// so no link is followed (ELOOP), none swapped in after the path was
     /// resolved either, and nothing outside the root can be reached.
     /// Without openat2 (Linux before 5.6, or a seccomp filter that
-    /// refuses it), the path is opened with O_NOFOLLOW on its last
-    /// component. O_NONBLOCK and the fstat: a FIFO or device node planted
-    /// in the tree is not written.
+    /// refuses it), the path is canonicalized (refused when it leaves the
+    /// root), then opened with O_NOFOLLOW on its last component.
+    /// O_NONBLOCK and the fstat: a FIFO or device node planted in the tree
+    /// is not written.
     fn open_beneath(&self, rel: &str, read_too: bool) -> io::Result<File> {
         let mode = if read_too {
             libc::O_RDWR
@@ -214,11 +219,12 @@ impl Sysfs {
         match openat2_beneath(self.root_fd()?, rel, flags, resolve)? {
             Some(f) => Ok(f),
             None => {
+                let inside = self.canonical(rel)?;
                 let file = OpenOptions::new()
                     .read(read_too)
                     .write(true)
                     .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-                    .open(self.path(rel))?;
+                    .open(self.path(&inside))?;
                 trust::require_regular(&file)?;
                 Ok(file)
             }
@@ -259,7 +265,7 @@ impl Sysfs {
     /// followed from it; read those through the root.
     pub fn dir(&self, rel: &str) -> io::Result<Dir<'_>> {
         let flags = libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC;
-        let fd = match openat2_raw(self.root_fd()?, rel, flags, READ_RESOLVE)? {
+        let fd = match openat2_raw(self.root_fd()?, rel, flags, READ_RESOLVE).map_err(outside)? {
             Some(fd) => Some(fd),
             None if self.path(&self.canonical(rel)?).is_dir() => None,
             None => return Err(io::Error::from_raw_os_error(libc::ENOTDIR)),
@@ -278,8 +284,13 @@ impl Sysfs {
 
     /// Names in a directory, sorted; `None` when it is not there.
     fn list_if_any(&self, rel: &str) -> Option<Vec<String>> {
-        let mut names: Vec<String> = fs::read_dir(self.path(rel))
-            .ok()?
+        let entries = match fs::read_dir(self.path(rel)) {
+            Ok(entries) => entries,
+            Err(e) if is_missing(&e) => return None,
+            // there, but not listable: no names
+            Err(_) => return Some(Vec::new()),
+        };
+        let mut names: Vec<String> = entries
             .filter_map(|e| e.ok())
             .map(|e| e.file_name().to_string_lossy().into_owned())
             .collect();
@@ -326,6 +337,15 @@ impl Sysfs {
     /// [`Sysfs::resolve`] without looking whether the result is there.
     /// A prefix found not to be a link (`block`) is not asked again.
     fn resolve_lexically(&self, rel: &str) -> io::Result<String> {
+        self.resolve_lexically_checked(rel).map(|(at, _)| at)
+    }
+
+    /// [`Sysfs::resolve_lexically`], and whether the kernel would reach the
+    /// same place: true unless a link's target has a `..` after a name (the
+    /// kernel takes that `..` from wherever the name leads, if it is a
+    /// link; kernel links are `../..` then names).
+    fn resolve_lexically_checked(&self, rel: &str) -> io::Result<(String, bool)> {
+        let mut plain = true;
         let mut at: Vec<String> = Vec::new();
         for part in rel.split('/').filter(|p| !p.is_empty() && *p != ".") {
             if part == ".." {
@@ -340,13 +360,18 @@ impl Sysfs {
             match self.read_link(&prefix) {
                 Ok(target) => {
                     at.pop();
+                    let mut named = false;
                     for t in target.split('/') {
                         match t {
                             "" | "." => {}
                             ".." => {
+                                plain &= !named;
                                 at.pop();
                             }
-                            t => at.push(t.to_string()),
+                            t => {
+                                named = true;
+                                at.push(t.to_string());
+                            }
                         }
                     }
                 }
@@ -356,7 +381,7 @@ impl Sysfs {
                 Err(e) => return Err(e),
             }
         }
-        Ok(at.join("/"))
+        Ok((at.join("/"), plain))
     }
 
     /// A link's target, read beneath the root's directory (a walk of
@@ -417,15 +442,28 @@ impl Dir<'_> {
         format!("{}/{sub}", self.rel)
     }
 
+    /// `sub` below this directory opened for reading, as [`Sysfs::read`]
+    /// opens its files; a link that leads out of this
+    /// directory is followed from the root (and refused if it leaves that).
+    pub fn open(&self, sub: &str) -> io::Result<File> {
+        if let Some(fd) = &self.fd {
+            match openat2_raw(fd.as_fd(), sub, READ_FLAGS, READ_RESOLVE) {
+                Ok(Some(fd)) => {
+                    let file = File::from(fd);
+                    trust::require_regular(&file)?;
+                    return Ok(file);
+                }
+                Err(e) if e.raw_os_error() != Some(libc::EXDEV) => return Err(e),
+                _ => {}
+            }
+        }
+        self.sysfs
+            .open_for_read(&self.sysfs.locate(&self.below(sub)))
+    }
+
     /// Like [`Sysfs::read`], for `sub` below this directory.
     pub fn read(&self, sub: &str) -> io::Result<String> {
-        let Some(fd) = &self.fd else {
-            return self.sysfs.read(&self.below(sub));
-        };
-        match openat2_beneath(fd.as_fd(), sub, READ_FLAGS, READ_RESOLVE)? {
-            Some(f) => read_file(f).map(|b| trimmed(&b)),
-            None => self.sysfs.read(&self.below(sub)),
-        }
+        read_text(self.open(sub)?)
     }
 
     /// Like [`Sysfs::attr`], for `sub` below this directory.
@@ -438,6 +476,8 @@ impl Dir<'_> {
         self.attr(sub).as_deref() == Some("1")
     }
 
+    /// Whether `sub` is there (its links followed, wherever they lead:
+    /// this only looks).
     pub fn exists(&self, sub: &str) -> bool {
         match &self.fd {
             Some(fd) => rustix::fs::statat(fd, sub, rustix::fs::AtFlags::empty()).is_ok(),
@@ -454,12 +494,21 @@ impl Dir<'_> {
         let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC;
         let dir = match openat2_raw(fd.as_fd(), sub, flags, READ_RESOLVE) {
             Ok(Some(d)) => d,
+            Err(e) if is_missing(&e) => return None,
+            // a link out of this directory, or no openat2: through the root
             Ok(None) => return self.sysfs.list_if_any(&self.below(sub)),
-            Err(_) => return None,
+            Err(e) if e.raw_os_error() == Some(libc::EXDEV) => {
+                return self.sysfs.list_if_any(&self.below(sub));
+            }
+            // there, but not listable: no names
+            Err(_) => return Some(Vec::new()),
+        };
+        let Ok(entries) = rustix::fs::Dir::new(dir) else {
+            return Some(Vec::new());
         };
         let mut names = Vec::new();
-        for entry in rustix::fs::Dir::new(dir).ok()? {
-            let entry = entry.ok()?;
+        // an entry that cannot be read is left out, as `Sysfs::list` does
+        for entry in entries.flatten() {
             let name = entry.file_name().to_bytes();
             if name != b"." && name != b".." {
                 names.push(String::from_utf8_lossy(name).into_owned());
@@ -474,8 +523,12 @@ impl Dir<'_> {
     /// `Sysfs::located`.
     pub fn canonical(&self) -> io::Result<String> {
         let found = match self.fd {
-            // open, so it is there: no need to look again
-            Some(_) => self.sysfs.resolve_lexically(&self.rel)?,
+            // open, so it is there: no need to look again, unless its
+            // links are not as the kernel makes them
+            Some(_) => match self.sysfs.resolve_lexically_checked(&self.rel)? {
+                (at, true) => at,
+                (_, false) => self.sysfs.canonical(&self.rel)?,
+            },
             None => self.sysfs.resolve(&self.rel)?,
         };
         if let Some(disk) = self.rel.strip_prefix("block/")
@@ -563,12 +616,30 @@ fn openat2_beneath(
             Ok(Some(file))
         }
         Ok(None) => Ok(None),
-        Err(e) if e.raw_os_error() == Some(libc::EXDEV) => Err(io::Error::new(
+        Err(e) => Err(outside(e)),
+    }
+}
+
+/// EXDEV from RESOLVE_BENEATH, said as what it means.
+fn outside(e: io::Error) -> io::Error {
+    if e.raw_os_error() == Some(libc::EXDEV) {
+        io::Error::new(
             io::ErrorKind::PermissionDenied,
             "a link that leads outside the sysfs root; not read",
-        )),
-        Err(e) => Err(e),
+        )
+    } else {
+        e
     }
+}
+
+/// Not there: nothing at the path, or not a directory where one was named.
+fn is_missing(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR))
+}
+
+/// An attribute's text, as [`Sysfs::read`] gives it.
+pub fn read_text(file: File) -> io::Result<String> {
+    read_file(file).map(|b| trimmed(&b))
 }
 
 /// A whole attribute: one read(2) returns it; only a full buffer asks for
@@ -605,6 +676,7 @@ fn trimmed(buf: &[u8]) -> String {
 /// Order `nvme2n1` before `nvme10n1` and `cpu2` before `cpu10`.
 pub fn natural_cmp(a: &str, b: &str) -> std::cmp::Ordering {
     /// The next run of digits or of other bytes at the start of `s`.
+    /// `s` is not empty: the loop below calls it only then.
     fn chunk(s: &[u8]) -> (bool, &[u8]) {
         let digit = s[0].is_ascii_digit();
         let len = s
@@ -713,12 +785,16 @@ mod tests {
     #[test]
     fn a_disk_directory_reads_lists_and_resolves_beneath_itself() {
         let dir = tempfile::tempdir().unwrap();
-        let r = dir.path();
-        disk_tree(r, "a");
-        fs::write(r.join("secret"), "s\n").unwrap();
-        std::os::unix::fs::symlink("../../secret", r.join("devices/pci0/a/up")).unwrap();
+        let r = dir.path().join("root");
+        disk_tree(&r, "a");
+        fs::write(dir.path().join("secret"), "s\n").unwrap();
+        fs::create_dir_all(r.join("devices/queues/a")).unwrap();
+        fs::write(r.join("devices/queues/a/depth"), "64\n").unwrap();
+        // devices/pci0/a/{up,out,q,h}
+        std::os::unix::fs::symlink("../../../../secret", r.join("devices/pci0/a/up")).unwrap();
+        std::os::unix::fs::symlink("../../queues/a", r.join("devices/pci0/a/q")).unwrap();
         std::os::unix::fs::symlink("../../../a", r.join("devices/pci0/a/holders/h")).unwrap();
-        let s = Sysfs::new(r);
+        let s = Sysfs::new(&r);
         let d = s.dir("block/a").unwrap();
         assert_eq!(d.canonical().unwrap(), "devices/pci0/a");
         assert_eq!(d.read("size").unwrap(), "8");
@@ -726,11 +802,84 @@ mod tests {
         assert!(d.exists("queue/cpu_lat_limit_us") && !d.exists("md"));
         assert_eq!(d.list("holders"), Some(vec!["h".to_string()]));
         assert_eq!(d.list("mq"), None, "missing is not empty");
-        // a link that leads out of the disk's directory is not followed from it
+        assert_eq!(d.list("size"), None, "a file is not a directory");
+        // a link out of the disk's directory is followed from the root,
+        // and refused where it leaves the root
+        assert_eq!(d.read("q/depth").unwrap(), "64");
+        assert_eq!(d.list("q"), Some(vec!["depth".to_string()]));
         let e = d.read("up").unwrap_err();
-        assert!(e.to_string().contains("outside"), "{e}");
+        assert!(e.to_string().contains("outside the sysfs root"), "{e}");
         assert!(s.dir("block/none").is_err());
         assert!(s.dir("block/a/size").is_err(), "a file is not a directory");
+    }
+
+    /// `block/a -> ../x/../devices/a`, `x -> devices/deep`: the kernel
+    /// reaches `devices/devices/a`; a lexical reading says `devices/a`.
+    fn dotdot_after_a_link(r: &Path, with_decoy: bool) {
+        fs::create_dir_all(r.join("devices/deep")).unwrap();
+        fs::create_dir_all(r.join("devices/devices/a/queue")).unwrap();
+        fs::create_dir_all(r.join("block")).unwrap();
+        fs::write(r.join("devices/devices/a/queue/cpu_lat_limit_us"), "1\n").unwrap();
+        if with_decoy {
+            fs::create_dir_all(r.join("devices/a/queue")).unwrap();
+            fs::write(r.join("devices/a/queue/cpu_lat_limit_us"), "2\n").unwrap();
+        }
+        std::os::unix::fs::symlink("devices/deep", r.join("x")).unwrap();
+        std::os::unix::fs::symlink("../x/../devices/a", r.join("block/a")).unwrap();
+    }
+
+    #[test]
+    fn a_scanned_disk_is_written_in_the_directory_its_values_were_read_from() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = dir.path();
+        dotdot_after_a_link(r, true);
+        let s = Sysfs::new(r);
+        let d = s.dir("block/a").unwrap();
+        assert_eq!(d.read("queue/cpu_lat_limit_us").unwrap(), "1");
+        let at = d.canonical().unwrap();
+        s.write("block/a/queue/cpu_lat_limit_us", "9").unwrap();
+        let value = |d: &str| fs::read_to_string(r.join(d).join("queue/cpu_lat_limit_us")).unwrap();
+        assert_eq!(
+            value("devices/a"),
+            "2\n",
+            "a directory never read is written"
+        );
+        assert_eq!(value("devices/devices/a"), "9");
+        assert_eq!(at, s.canonical("block/a").unwrap());
+    }
+
+    #[test]
+    fn a_scanned_disk_that_is_there_does_not_vanish_on_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = dir.path();
+        dotdot_after_a_link(r, false);
+        let s = Sysfs::new(r);
+        s.dir("block/a").unwrap().canonical().unwrap();
+        let w = s.write("block/a/queue/cpu_lat_limit_us", "9");
+        assert!(w.is_ok(), "{w:?}");
+    }
+
+    #[test]
+    fn a_clone_forgets_where_disks_were_found() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = dir.path();
+        let plug = |port: &str| {
+            let dev = format!("devices/{port}/a");
+            fs::create_dir_all(r.join(&dev).join("queue")).unwrap();
+            fs::create_dir_all(r.join("block")).unwrap();
+            fs::write(r.join(&dev).join("stat"), format!("{port}\n")).unwrap();
+            let _ = fs::remove_file(r.join("block/a"));
+            std::os::unix::fs::symlink(format!("../{dev}"), r.join("block/a")).unwrap();
+        };
+        plug("usb1");
+        let s = Sysfs::new(r);
+        let scan = s.clone();
+        scan.dir("block/a").unwrap().canonical().unwrap();
+        assert_eq!(scan.read("block/a/stat").unwrap(), "usb1");
+        fs::remove_dir_all(r.join("devices/usb1")).unwrap();
+        plug("usb2");
+        assert!(is_vanished(&scan.read("block/a/stat").unwrap_err()));
+        assert_eq!(s.read("block/a/stat").unwrap(), "usb2");
     }
 
     #[test]

@@ -10,7 +10,7 @@
 pub mod knobs;
 pub mod resume;
 
-use crate::sysfs::{Dir, Reading};
+use crate::sysfs::{Dir, Reading, is_vanished, read_text};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Abi {
@@ -28,15 +28,18 @@ impl Abi {
     /// first whose limit is there.
     pub fn probe(dir: &Dir<'_>, disk: &str) -> (Abi, Vec<(String, Reading)>) {
         for abi in [Abi::Queue, Abi::Disk] {
-            let limit = Reading::of(dir.read(&knobs::within_disk(abi, knobs::LIMIT)));
-            if limit != Reading::Missing {
-                let timeout = Reading::of(dir.read(&knobs::within_disk(abi, knobs::TIMEOUT)));
-                let found = vec![
-                    (knobs::limit_path(abi, disk), limit),
-                    (knobs::timeout_path(abi, disk), timeout),
-                ];
-                return (abi, found);
-            }
+            // the layout is the one whose limit opens; a read that fails
+            // after (the disk going away) is the reading's, not the layout's
+            let limit = match dir.open(&knobs::within_disk(abi, knobs::LIMIT)) {
+                Err(e) if is_vanished(&e) => continue,
+                opened => Reading::of(opened.and_then(read_text)),
+            };
+            let timeout = Reading::of(dir.read(&knobs::within_disk(abi, knobs::TIMEOUT)));
+            let found = vec![
+                (knobs::limit_path(abi, disk), limit),
+                (knobs::timeout_path(abi, disk), timeout),
+            ];
+            return (abi, found);
         }
         (Abi::None, Vec::new())
     }

@@ -45,7 +45,10 @@ pub type LeaseRead = Result<Lease, idle::BadLease>;
 
 impl View {
     pub fn scan(ctx: &Ctx) -> Result<View, Error> {
-        let inv = discover::scan(&ctx.sysfs, Extent::All, Detail::for_profile(None))?;
+        // through a clone: where a scan found each disk is for one run,
+        // and top reads the disks it shows for as long as it runs
+        let sysfs = ctx.sysfs.clone();
+        let inv = discover::scan(&sysfs, Extent::All, Detail::for_profile(None))?;
         let disks = (inv.visible())
             .map(|d| {
                 let targets = (d.targets.iter())
