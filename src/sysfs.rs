@@ -137,16 +137,20 @@ impl Sysfs {
     fn open_for_read(&self, rel: &str) -> io::Result<File> {
         match openat2_beneath(self.root_fd()?, rel, READ_FLAGS, READ_RESOLVE)? {
             Some(f) => Ok(f),
-            None => {
-                let inside = self.canonical(rel)?;
-                let file = OpenOptions::new()
-                    .read(true)
-                    .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-                    .open(self.path(&inside))?;
-                trust::require_regular(&file)?;
-                Ok(file)
-            }
+            None => self.open_canonical(rel, OpenOptions::new().read(true)),
         }
+    }
+
+    /// Without openat2: `rel` canonicalized (refused when it leaves the
+    /// root), opened with `how` and O_NOFOLLOW on its last component, and
+    /// refused unless it is a regular file.
+    fn open_canonical(&self, rel: &str, how: &mut OpenOptions) -> io::Result<File> {
+        let inside = self.canonical(rel)?;
+        let file = how
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+            .open(self.path(&inside))?;
+        trust::require_regular(&file)?;
+        Ok(file)
     }
 
     /// Like `read`, but a missing, unreadable or empty attribute is `None`.
@@ -218,16 +222,7 @@ impl Sysfs {
             libc::RESOLVE_BENEATH | libc::RESOLVE_NO_SYMLINKS | libc::RESOLVE_NO_MAGICLINKS;
         match openat2_beneath(self.root_fd()?, rel, flags, resolve)? {
             Some(f) => Ok(f),
-            None => {
-                let inside = self.canonical(rel)?;
-                let file = OpenOptions::new()
-                    .read(read_too)
-                    .write(true)
-                    .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-                    .open(self.path(&inside))?;
-                trust::require_regular(&file)?;
-                Ok(file)
-            }
+            None => self.open_canonical(rel, OpenOptions::new().read(read_too).write(true)),
         }
     }
 
