@@ -323,23 +323,18 @@ impl Sysfs {
     /// component of every path `canonical` walks. For naming and topology
     /// only; whether a path escapes the root is `canonical`'s to decide.
     pub fn resolve(&self, rel: &str) -> io::Result<String> {
-        let at = self.resolve_lexically(rel)?;
+        let (at, _) = self.resolve_lexically(rel)?;
         // a dangling link resolves lexically; it does not lead anywhere
         fs::metadata(self.path(&at))?;
         Ok(at)
     }
 
-    /// [`Sysfs::resolve`] without looking whether the result is there.
-    /// A prefix found not to be a link (`block`) is not asked again.
-    fn resolve_lexically(&self, rel: &str) -> io::Result<String> {
-        self.resolve_lexically_checked(rel).map(|(at, _)| at)
-    }
-
-    /// [`Sysfs::resolve_lexically`], and whether the kernel would reach the
-    /// same place: true unless a link's target has a `..` after a name (the
+    /// [`Sysfs::resolve`] without looking whether the result is there (a
+    /// prefix found not to be a link, `block`, is not asked again), and
+    /// whether the kernel would reach the same place: true unless a link's target has a `..` after a name (the
     /// kernel takes that `..` from wherever the name leads, if it is a
     /// link; kernel links are `../..` then names).
-    fn resolve_lexically_checked(&self, rel: &str) -> io::Result<(String, bool)> {
+    fn resolve_lexically(&self, rel: &str) -> io::Result<(String, bool)> {
         let mut plain = true;
         let mut at: Vec<String> = Vec::new();
         for part in rel.split('/').filter(|p| !p.is_empty() && *p != ".") {
@@ -520,7 +515,7 @@ impl Dir<'_> {
         let found = match self.fd {
             // open, so it is there: no need to look again, unless its
             // links are not as the kernel makes them
-            Some(_) => match self.sysfs.resolve_lexically_checked(&self.rel)? {
+            Some(_) => match self.sysfs.resolve_lexically(&self.rel)? {
                 (at, true) => at,
                 (_, false) => self.sysfs.canonical(&self.rel)?,
             },
