@@ -44,18 +44,25 @@ def run_steps(steps):
         subprocess.run(step, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
-def measure(cmd, reset, runs):
-    walls, rss = [], []
+def measure(cases, runs):
+    """Each case's median wall time and largest peak RSS over `runs` rounds.
+    A round runs every case once, in turn, so that a machine that speeds up
+    or slows down over the minutes a size takes moves them all alike: a
+    ratio of two cases (a command over its floor) holds still."""
+    walls = {name: [] for name, *_ in cases}
+    rss = {name: [] for name, *_ in cases}
     for _ in range(runs):
-        run_steps(reset)
-        wall, peak = spawn(cmd)
-        walls.append(wall)
-        rss.append(peak)
-    return {"wall_ms": round(statistics.median(walls) * 1000, 2), "rss_mib": round(max(rss) / 1024, 2)}
+        for name, cmd, reset, after in cases:
+            run_steps(reset)
+            wall, peak = spawn(cmd)
+            run_steps(after)
+            walls[name].append(wall)
+            rss[name].append(peak)
+    return {name: {"wall_ms": round(statistics.median(walls[name]) * 1000, 2),
+                   "rss_mib": round(max(rss[name]) / 1024, 2)} for name in walls}
 
 
 def measure_size(n, runs):
-    rows = {}
     with tempfile.TemporaryDirectory(dir=SHM) as tmp:
         sysfs, state = os.path.join(tmp, "sys"), os.path.join(tmp, "run", "blkqos")
         subprocess.run([MKFIX, sysfs, f"nvme:{n}", "queue"], check=True, stdout=subprocess.DEVNULL)
@@ -70,24 +77,29 @@ def measure_size(n, runs):
         link = os.path.join(sysfs, "block", "nvme0n1")
         relink = ["ln", "-sfn", os.readlink(link), link]
         unlink = ["rm", "-f", link]
-        # the writes apply makes, by the cheapest means there is
-        loop = 'for f in "$0"/block/*/queue/cpu_lat_limit_us; do echo 4 >"$f"; done'
-        one = 'echo 4 >"$0"/block/nvme0n1/queue/cpu_lat_limit_us'
+        # the writes apply makes, by the cheapest means there is; each floor
+        # run is followed by the original values written back, so that the
+        # next case starts from an untuned tree again
+        loop = 'for f in "$0"/block/*/queue/cpu_lat_limit_us; do echo "$1" >"$f"; done'
+        one = 'echo "$1" >"$0"/block/nvme0n1/queue/cpu_lat_limit_us'
+        with open(os.path.join(link, "queue", "cpu_lat_limit_us")) as f:
+            original = f.read().strip()
         cases = [
-            ("apply --dry-run", base + ["apply", PROFILE, "--dry-run", "--json"], [restore]),
-            ("apply (writes)", base + ["apply", PROFILE, "--json"], [restore]),
-            ("apply (no-op)", base + ["apply", PROFILE, "--json"], [restore, apply_]),
-            ("restore", base + ["restore", "--json"], [apply_]),
-            ("floor: sh loop writing the same files", ["sh", "-c", loop, sysfs], [restore]),
-            ("udev add (one event)", udev("add"), [apply_, restore + ["--device", "nvme0n1"]]),
+            ("apply --dry-run", base + ["apply", PROFILE, "--dry-run", "--json"], [restore], []),
+            ("apply (writes)", base + ["apply", PROFILE, "--json"], [restore], []),
+            ("apply (no-op)", base + ["apply", PROFILE, "--json"], [restore, apply_], []),
+            ("restore", base + ["restore", "--json"], [apply_], []),
+            ("floor: sh loop writing the same files", ["sh", "-c", loop, sysfs, "4"], [restore],
+             [["sh", "-c", loop, sysfs, original]]),
+            ("udev add (one event)", udev("add"), [apply_, restore + ["--device", "nvme0n1"]], []),
             # the kernel unlinks block/<disk> before it sends remove (blkqos
             # refuses a remove for a disk still there): tune, then unlink
-            ("udev remove (one event)", udev("remove"), [relink, apply_, unlink]),
-            ("floor: sh writing one file", ["sh", "-c", one, sysfs], [relink, restore]),
+            ("udev remove (one event)", udev("remove"), [relink, apply_, unlink],
+             [relink, ["sh", "-c", one, sysfs, original]]),
+            ("floor: sh writing one file", ["sh", "-c", one, sysfs, "4"], [relink, restore],
+             [["sh", "-c", one, sysfs, original]]),
         ]
-        for name, cmd, reset in cases:
-            rows[name] = measure(cmd, reset, runs)
-    return rows
+        return measure(cases, runs)
 
 
 def args(default_sizes):

@@ -26,10 +26,10 @@ def measure_size(n, runs):
         base = [BIN, "--log", "stderr", "--sysfs", sysfs, "--state-dir", os.path.join(tmp, "state")]
         out = os.path.join(tmp, "textfile", "blkqos.prom")
         os.mkdir(os.path.dirname(out))
-        return {
-            "metrics (stdout)": measure(base + ["metrics", PROFILE], [], runs),
-            "metrics --output FILE": measure(base + ["metrics", PROFILE, "--output", out], [], runs),
-        }
+        return measure([
+            ("metrics (stdout)", base + ["metrics", PROFILE], [], []),
+            ("metrics --output FILE", base + ["metrics", PROFILE, "--output", out], [], []),
+        ], runs)
 
 
 def main():

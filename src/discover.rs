@@ -11,7 +11,6 @@ use std::cell::OnceCell;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::str::FromStr;
-use std::sync::Mutex;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Transport {
@@ -415,6 +414,7 @@ fn assemble(sysfs: &Sysfs, candidates: Candidates, detail: Detail) -> Result<Inv
     }
 
     link_multipath(&mut devices);
+    fill_holders(&mut devices);
     let by_name: HashMap<&str, &Device> = devices.iter().map(|d| (d.name.as_str(), d)).collect();
     let targets: Vec<Vec<String>> = devices
         .iter()
@@ -432,6 +432,24 @@ fn assemble(sysfs: &Sysfs, candidates: Candidates, detail: Detail) -> Result<Inv
         source,
         index: OnceCell::new(),
     })
+}
+
+/// A disk's holders are the devices whose slaves name it: the kernel
+/// makes both links together (bd_link_disk_holder), so the slaves read
+/// serve both sides. A holder of a partition names the partition, as in
+/// the partition's own holders/.
+fn fill_holders(devices: &mut [Device]) {
+    let mut holders: HashMap<String, Vec<String>> = HashMap::new();
+    for d in devices.iter() {
+        for s in &d.slaves {
+            holders.entry(s.clone()).or_default().push(d.name.clone());
+        }
+    }
+    for d in devices.iter_mut() {
+        if let Some(h) = holders.remove(&d.name) {
+            d.holders = h;
+        }
+    }
 }
 
 /// Partition name -> whole-disk name, from `class/block/*/partition`;
@@ -469,13 +487,14 @@ fn read_devices(
         .and_then(|l| parse_cpu_list(&l));
     let possible = possible.as_deref();
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    map_parallel(work, threads, |(name, props)| {
+    crate::parallel::map(work, threads, |(name, props)| {
         let mut w = Vec::new();
         (
             read_device(sysfs, possible, detail, &name, props, &mut w),
             w,
         )
     })
+    .map_err(|p| ScanError(p.0))
 }
 
 /// A panic while reading the disks: a bug, reported as an error rather
@@ -483,81 +502,6 @@ fn read_devices(
 #[derive(Debug, thiserror::Error)]
 #[error("internal error while reading the disks: {0}")]
 pub struct ScanError(String);
-
-/// `f` over `work` on up to `threads` (at most 8) threads, in order. A
-/// panic in `f` is caught and returned as a [`ScanError`]; nothing else
-/// of the result is kept. The threads take the work a block at a time,
-/// as each is free: a thread slowed by the rest of the machine does not
-/// hold the others up with a fixed share of it.
-fn map_parallel<T: Send, R: Send>(
-    work: Vec<T>,
-    threads: usize,
-    f: impl Fn(T) -> R + Sync,
-) -> Result<Vec<R>, ScanError> {
-    const PER_THREAD_MIN: usize = 64;
-    const BLOCK: usize = 16;
-    let threads = threads
-        .min(8)
-        .min(work.len().div_ceil(PER_THREAD_MIN))
-        .max(1);
-    let run = |block: Vec<T>| {
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            block.into_iter().map(&f).collect::<Vec<_>>()
-        }))
-        .map_err(|p| ScanError(panic_message(p.as_ref())))
-    };
-    if threads == 1 {
-        return run(work);
-    }
-    let mut blocks = Vec::new();
-    let mut rest = work;
-    while rest.len() > BLOCK {
-        let tail = rest.split_off(BLOCK);
-        blocks.push(rest);
-        rest = tail;
-    }
-    blocks.push(rest);
-    let count = blocks.len();
-    let todo = Mutex::new(blocks.into_iter().enumerate());
-    let worker = || {
-        let mut done = Vec::new();
-        loop {
-            // nothing panics while holding the lock (`run` is called after)
-            let next = todo.lock().unwrap_or_else(|p| p.into_inner()).next();
-            let Some((i, block)) = next else {
-                return Ok(done);
-            };
-            done.push((i, run(block)?));
-        }
-    };
-    // each thread's blocks, by block index
-    type Done<R> = Result<Vec<(usize, Vec<R>)>, ScanError>;
-    let per_thread: Vec<Done<R>> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..threads).map(|_| s.spawn(worker)).collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                // `run` catches every panic of `f`; one in `join`'s thread
-                // itself (spawn's bookkeeping) is reported the same way.
-                h.join()
-                    .unwrap_or_else(|p| Err(ScanError(panic_message(p.as_ref()))))
-            })
-            .collect()
-    });
-    let mut done = Vec::with_capacity(count);
-    for part in per_thread {
-        done.extend(part?);
-    }
-    done.sort_unstable_by_key(|(i, _)| *i);
-    Ok(done.into_iter().flat_map(|(_, r)| r).collect())
-}
-
-fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
-    p.downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| p.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "a panic without a message".to_string())
-}
 
 fn read_device(
     sysfs: &Sysfs,
@@ -668,8 +612,16 @@ fn read_device(
             .saturating_mul(512),
         cpus,
         hw_queues: queues.len(),
-        slaves: dir.list("slaves").unwrap_or_default(),
-        holders: dir.list("holders").unwrap_or_default(),
+        // Only stacking drivers link lower devices in (bd_link_disk_holder:
+        // md, dm, bcache, drbd), and all of them but dm are bio-based: a
+        // request-based disk's slaves/ is empty, not worth two getdents.
+        slaves: if !request_based || kind == Kind::Dm {
+            dir.list("slaves").unwrap_or_default()
+        } else {
+            Vec::new()
+        },
+        // from the other side, once every device is read (fill_holders)
+        holders: Vec::new(),
         paths: if kind == Kind::NvmeHead {
             nvme_paths(sysfs, name)
         } else {
@@ -898,29 +850,6 @@ mod tests {
             t("devices/platform/soc/mmc_host/mmc0/mmc0:0001/block/mmcblk0"),
             Transport::Mmc
         );
-    }
-
-    #[test]
-    fn a_panic_while_reading_is_an_error_not_an_abort() {
-        for threads in [1, 4] {
-            let work: Vec<u32> = (0..1000).collect();
-            let got = map_parallel(work, threads, |n| {
-                assert!(n != 700, "disk {n} is odd");
-                n
-            });
-            let err = got.expect_err("the panic is reported");
-            assert!(err.to_string().contains("disk 700 is odd"), "{err}");
-        }
-    }
-
-    #[test]
-    fn reading_in_parallel_keeps_the_order() {
-        for threads in [1, 3, 8] {
-            let work: Vec<u32> = (0..1000).collect();
-            let got = map_parallel(work.clone(), threads, |n| n * 2).expect("no panic");
-            assert_eq!(got, work.iter().map(|n| n * 2).collect::<Vec<_>>());
-        }
-        assert!(map_parallel(Vec::<u32>::new(), 4, |n| n).is_ok_and(|v| v.is_empty()));
     }
 
     #[test]

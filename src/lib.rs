@@ -15,6 +15,7 @@ pub mod iostat;
 pub mod logging;
 pub mod matcher;
 pub mod metrics;
+pub mod parallel;
 pub mod plan;
 pub mod profile;
 pub mod report;

@@ -7,7 +7,7 @@ use std::ffi::CString;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Seek, Write};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
@@ -184,8 +184,7 @@ impl Sysfs {
     pub fn write_and_read_back(&self, rel: &str, value: &str) -> io::Result<io::Result<String>> {
         let mut file = self.open_for_write(rel, true)?;
         store(&mut file, value)?;
-        file.seek(io::SeekFrom::Start(0))?;
-        Ok(read_file(file).map(|b| trimmed(&b)))
+        Ok(read_file_at_start(&file).map(|b| trimmed(&b)))
     }
 
     /// Open `rel` for writing. A path with no link in it (a disk's
@@ -625,6 +624,21 @@ fn outside(e: io::Error) -> io::Error {
 /// Not there: nothing at the path, or not a directory where one was named.
 fn is_missing(e: &io::Error) -> bool {
     matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR))
+}
+
+/// [`read_file`] from the start with pread(2): a write just left the
+/// position after the value, and sysfs shows the attribute afresh for a
+/// read at offset 0 of a file not read before.
+fn read_file_at_start(file: &File) -> io::Result<Vec<u8>> {
+    let mut first = [0u8; FIRST_READ];
+    let n = file.read_at(&mut first, 0)?;
+    let mut buf = first[..n].to_vec();
+    if n == FIRST_READ {
+        let mut rest = file;
+        rest.seek(io::SeekFrom::Start(n as u64))?;
+        rest.take(MAX_ATTR_BYTES).read_to_end(&mut buf)?;
+    }
+    Ok(buf)
 }
 
 /// An attribute's text, as [`Sysfs::read`] gives it.

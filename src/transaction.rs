@@ -1,6 +1,11 @@
 //! Write a plan transactionally: every value is read back, and on the first
 //! failure everything this run wrote is put back.
 
+use std::collections::BTreeSet;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::parallel;
 use crate::plan::{Change, Plan, same_value};
 use crate::state::{Locked, Saved, StateError};
 use crate::sysfs::{Sysfs, is_vanished};
@@ -56,51 +61,116 @@ pub struct Written {
     pub forgotten: usize,
 }
 
+/// How writing one change went.
+enum Outcome {
+    /// Written and read back as asked.
+    Done,
+    /// Its device went away before it could be written.
+    Vanished,
+    /// Not written, for this reason.
+    NotWritten(String),
+    /// Written, but it reads back otherwise or not at all.
+    Wrong(String),
+    /// Not tried: another write had failed.
+    Skipped,
+}
+
+fn write_one(sysfs: &Sysfs, c: &Change) -> Outcome {
+    log::debug!("write {} = {} (was {})", c.path, c.after, c.before);
+    match sysfs.write_and_read_back(&c.path, &c.after) {
+        Err(e) if is_vanished(&e) => Outcome::Vanished,
+        Err(e) => Outcome::NotWritten(format!("{}: cannot write {:?}: {e}", c.path, c.after)),
+        Ok(Ok(v)) if same_value(&c.path, &v, &c.after) => Outcome::Done,
+        Ok(Ok(v)) => Outcome::Wrong(format!(
+            "{}: wrote {:?} but it reads back {v:?}",
+            c.path, c.after
+        )),
+        Ok(Err(e)) => Outcome::Wrong(format!("{}: cannot read back: {e}", c.path)),
+    }
+}
+
 /// Write each change, read it back, and undo all of them on any failure.
+/// A thousand disks are a few thousand syscalls: the writes are shared
+/// out between the CPUs (each path is written once, and none depends on
+/// another). After a failure no thread starts another write; what the
+/// others wrote meanwhile is put back with the rest.
 fn transaction(sysfs: &Sysfs, changes: &[Change]) -> Result<Written, WriteError> {
-    let mut done: Vec<&Change> = Vec::new();
-    let mut out = Written::default();
-    for c in changes {
-        log::debug!("write {} = {} (was {})", c.path, c.after, c.before);
-        let failure = match sysfs.write_and_read_back(&c.path, &c.after) {
-            Err(e) if is_vanished(&e) => {
-                out.vanished.push(c.path.clone());
-                continue;
-            }
-            Err(e) => Some(format!("{}: cannot write {:?}: {e}", c.path, c.after)),
-            Ok(read_back) => {
-                done.push(c);
-                match read_back {
-                    Ok(v) if same_value(&c.path, &v, &c.after) => None,
-                    Ok(v) => Some(format!(
-                        "{}: wrote {:?} but it reads back {v:?}",
-                        c.path, c.after
-                    )),
-                    Err(e) => Some(format!("{}: cannot read back: {e}", c.path)),
-                }
-            }
-        };
-        if let Some(cause) = failure {
-            let mut rollback_failures = Vec::new();
-            for w in done.iter().rev() {
-                log::debug!("roll back {} = {}", w.path, w.before);
-                match sysfs.write(&w.path, &w.before) {
-                    Ok(()) => {}
-                    Err(e) if is_vanished(&e) => {}
-                    Err(e) => rollback_failures.push(RollbackFailure {
-                        path: w.path.clone(),
-                        message: format!("{}: cannot restore {:?}: {e}", w.path, w.before),
-                    }),
-                }
-            }
-            return Err(WriteError::Failed {
-                cause,
-                rolled_back: done.len() - rollback_failures.len(),
-                rollback_failures,
-                unsaved: None,
-            });
+    let put_back = |w: &Change| match sysfs.write(&w.path, &w.before) {
+        Err(e) if is_vanished(&e) => Ok(()),
+        other => other,
+    };
+    write_all(changes, |c| write_one(sysfs, c), put_back)
+}
+
+/// [`transaction`] with the writing and the putting back given.
+fn write_all(
+    changes: &[Change],
+    write: impl Fn(&Change) -> Outcome + Sync,
+    put_back: impl Fn(&Change) -> std::io::Result<()>,
+) -> Result<Written, WriteError> {
+    let failed = AtomicBool::new(false);
+    // Each change is marked before it is written, and unmarked if it was
+    // not: the marks, unlike the results, survive a panic, and whatever
+    // may have been written is put back.
+    let marked = Mutex::new(BTreeSet::new());
+    let mark = |i: usize, on: bool| {
+        let mut m = marked.lock().unwrap_or_else(|p| p.into_inner());
+        if on { m.insert(i) } else { m.remove(&i) }
+    };
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let work: Vec<(usize, &Change)> = changes.iter().enumerate().collect();
+    let outcomes = parallel::map(work, threads, |(i, c)| {
+        if failed.load(Ordering::Relaxed) {
+            return Outcome::Skipped;
         }
-        out.changes.push(c.clone());
+        mark(i, true);
+        let o = write(c);
+        match o {
+            Outcome::Vanished | Outcome::NotWritten(_) => mark(i, false),
+            _ => false,
+        };
+        if matches!(o, Outcome::NotWritten(_) | Outcome::Wrong(_)) {
+            failed.store(true, Ordering::Relaxed);
+        }
+        o
+    });
+    let cause = match &outcomes {
+        Err(p) => Some(format!("internal error while writing: {p}")),
+        // the first failure in the plan's order, whichever thread saw it
+        Ok(all) => all.iter().find_map(|o| match o {
+            Outcome::NotWritten(c) | Outcome::Wrong(c) => Some(c.clone()),
+            _ => None,
+        }),
+    };
+    if let Some(cause) = cause {
+        let written = marked.into_inner().unwrap_or_else(|p| p.into_inner());
+        let mut rollback_failures = Vec::new();
+        for w in written.iter().rev().map(|&i| &changes[i]) {
+            log::debug!("roll back {} = {}", w.path, w.before);
+            match put_back(w) {
+                Ok(()) => {}
+                Err(e) => rollback_failures.push(RollbackFailure {
+                    path: w.path.clone(),
+                    message: format!("{}: cannot restore {:?}: {e}", w.path, w.before),
+                }),
+            }
+        }
+        return Err(WriteError::Failed {
+            cause,
+            rolled_back: written.len() - rollback_failures.len(),
+            rollback_failures,
+            unsaved: None,
+        });
+    }
+    let mut out = Written::default();
+    // (a panic was a cause above)
+    for (c, o) in changes.iter().zip(outcomes.unwrap_or_default()) {
+        match o {
+            Outcome::Done => out.changes.push(c.clone()),
+            Outcome::Vanished => out.vanished.push(c.path.clone()),
+            // no failure (checked above), so nothing was skipped
+            Outcome::NotWritten(_) | Outcome::Wrong(_) | Outcome::Skipped => {}
+        }
     }
     Ok(out)
 }
@@ -224,5 +294,115 @@ mod tests {
             transaction(&sysfs, &[change("q/a", "-1", "5"), change("q/b", "x", "5")]).unwrap_err();
         assert!(err.to_string().contains("rolled back 1 write"), "{err}");
         assert_eq!(sysfs.read("q/a").unwrap(), "-1");
+    }
+
+    /// What a test writer did: each change's index, in the order written.
+    fn index(c: &Change) -> usize {
+        c.path.parse().unwrap()
+    }
+
+    fn many(n: usize) -> Vec<Change> {
+        (0..n).map(|i| change(&i.to_string(), "-1", "5")).collect()
+    }
+
+    /// Enough changes for the writes to be shared out between threads:
+    /// the first one fails only after a write far past it was made by
+    /// another thread, and that one is put back too.
+    #[test]
+    fn a_failed_write_puts_back_what_other_threads_wrote_after_it() {
+        if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+            return; // one thread writes in order: nothing to race
+        }
+        let changes = many(600);
+        let written = Mutex::new(BTreeSet::new());
+        let put_back = Mutex::new(BTreeSet::new());
+        let far = std::sync::Condvar::new();
+        let err = write_all(
+            &changes,
+            |c| {
+                let mut w = written.lock().unwrap();
+                if index(c) == 0 {
+                    // wait for another thread to get past the first block
+                    let (w, timeout) = far
+                        .wait_timeout_while(w, std::time::Duration::from_secs(10), |w| {
+                            !w.iter().any(|&i| i >= 16)
+                        })
+                        .unwrap();
+                    assert!(!timeout.timed_out(), "no other thread wrote: {w:?}");
+                    return Outcome::NotWritten("0: cannot write".into());
+                }
+                w.insert(index(c));
+                far.notify_all();
+                Outcome::Done
+            },
+            |c| {
+                put_back.lock().unwrap().insert(index(c));
+                Ok(())
+            },
+        )
+        .unwrap_err();
+        assert!(err.to_string().starts_with("0: cannot write"), "{err}");
+        let (written, put_back) = (
+            written.into_inner().unwrap(),
+            put_back.into_inner().unwrap(),
+        );
+        assert!(written.iter().any(|&i| i >= 16));
+        assert_eq!(put_back, written);
+    }
+
+    /// A panic in one write is an error, and every write made (by any
+    /// thread) is put back: the marks outlive the results.
+    #[test]
+    fn a_panic_while_writing_puts_back_every_write() {
+        let changes = many(600);
+        let written = Mutex::new(BTreeSet::new());
+        let put_back = Mutex::new(BTreeSet::new());
+        let err = write_all(
+            &changes,
+            |c| {
+                assert!(index(c) != 300, "write {} is odd", c.path);
+                written.lock().unwrap().insert(index(c));
+                Outcome::Done
+            },
+            |c| {
+                put_back.lock().unwrap().insert(index(c));
+                Ok(())
+            },
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("write 300 is odd"), "{err}");
+        let written = written.into_inner().unwrap();
+        let mut put_back = put_back.into_inner().unwrap();
+        // 300 was marked before it panicked: it may have been written
+        assert!(put_back.remove(&300));
+        assert_eq!(put_back, written);
+    }
+
+    #[test]
+    fn the_files_are_as_they_were_after_a_failure_among_many() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut changes = many(600);
+        for c in &mut changes {
+            c.path = format!("q/{}", c.path);
+        }
+        fs::create_dir_all(dir.path().join("q")).unwrap();
+        for c in &changes {
+            fs::write(dir.path().join(&c.path), "-1\n").unwrap();
+        }
+        fs::remove_file(dir.path().join("q/450")).unwrap();
+        std::os::unix::fs::symlink("/dev/full", dir.path().join("q/450")).unwrap();
+        let sysfs = Sysfs::new(dir.path());
+        let err = transaction(&sysfs, &changes).unwrap_err();
+        assert!(err.to_string().starts_with("q/450: cannot write"), "{err}");
+        for c in changes.iter().filter(|c| c.path != "q/450") {
+            assert_eq!(sysfs.read(&c.path).unwrap(), "-1", "{}", c.path);
+        }
+        let w = transaction(&sysfs, &changes[..450]).unwrap();
+        assert_eq!(w.changes.len(), 450);
+        assert!(
+            changes[..450]
+                .iter()
+                .all(|c| sysfs.read(&c.path).unwrap() == "5")
+        );
     }
 }

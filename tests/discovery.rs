@@ -310,3 +310,52 @@ fn the_plan_is_computed_from_the_snapshot_alone() {
     std::fs::remove_dir_all(env.fx.root()).unwrap();
     assert_eq!(build(&profile, &snap, &Scope::all()).unwrap(), expected);
 }
+
+/// Holders come from the other side's slaves and slaves are read only on
+/// queues a stacking driver can be (bio-based, dm): both must still be
+/// what the kernel's holders/ and slaves/ directories list, for every
+/// device of the zoo and of a dm over md over NVMe stack.
+#[test]
+fn holders_and_slaves_are_what_their_directories_list() {
+    use blkqos::discover::{Detail, Extent, scan};
+    use blkqos::sysfs::{Sysfs, natural_cmp};
+    let listed = |root: &std::path::Path, name: &str, sub: &str| {
+        let mut names: Vec<String> = std::fs::read_dir(root.join("block").join(name).join(sub))
+            .map(|d| {
+                d.map(|e| e.unwrap().file_name().into_string().unwrap())
+                    .collect()
+            })
+            .unwrap_or_default();
+        names.sort_by(|a, b| natural_cmp(a, b));
+        names
+    };
+    let stack = Env::with(|root| {
+        let mut f = common::fixture::Fixture::new(root, 2, Abi::Queue);
+        f.nvme(0, "A", "1");
+        f.nvme(1, "A", "2");
+        f.md_raid0("md0", &["nvme0n1", "nvme1n1"]);
+        f.dm_linear("dm-0", "vg-top", &["md0"]);
+        f
+    });
+    for env in [Env::zoo(Abi::Queue), stack] {
+        let root = env.fx.root();
+        let inv = scan(&Sysfs::new(root), Extent::All, Detail::FULL).unwrap();
+        let mut stacked = 0;
+        for d in &inv.devices {
+            assert_eq!(
+                d.holders,
+                listed(root, &d.name, "holders"),
+                "{} holders",
+                d.name
+            );
+            assert_eq!(
+                d.slaves,
+                listed(root, &d.name, "slaves"),
+                "{} slaves",
+                d.name
+            );
+            stacked += d.holders.len();
+        }
+        assert!(stacked >= 2, "the tree has no stacked device");
+    }
+}
