@@ -183,7 +183,16 @@ impl Engine<'_> {
             // one that left with it is no longer anyone to plan for
             scope.devices.retain(|d| inventory.get(d).is_some());
         }
-        Ok((Snapshot::take(self.sysfs, inventory, state, profile), scope))
+        // a scoped run reads the saved values of its own disks only
+        let reach: Option<BTreeSet<String>> =
+            (!scope.devices.is_empty() || scope.removed.is_some()).then(|| {
+                (inventory.devices.iter().map(|d| d.name.clone()))
+                    .chain(scope.devices.iter().cloned())
+                    .chain(scope.removed.iter().cloned())
+                    .collect()
+            });
+        let snap = Snapshot::take_within(self.sysfs, inventory, state, profile, reach.as_ref());
+        Ok((snap, scope))
     }
 }
 

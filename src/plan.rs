@@ -602,7 +602,7 @@ fn refuse_forgetting_every_device(
     scope: &Scope,
     forget: &BTreeSet<String>,
 ) -> Result<(), PlanError> {
-    let gone = |path: &str| snap.value(path) == &Reading::Missing && !snap.device_present(path);
+    let gone = |path: &str| snap.gone(path);
     let others: Vec<&String> = (snap.state.saved.iter())
         .filter(|(_, s)| !s.owners.iter().all(|o| scope.removed.as_ref() == Some(o)))
         .map(|(path, _)| path)

@@ -22,6 +22,10 @@ pub struct Snapshot {
     /// Device directories (`block/sda`, `devices/system/cpu/cpu3`) of
     /// missing saved attributes that are still there.
     present: BTreeSet<String>,
+    /// Saved attributes of disks outside a scoped run's reach: not read.
+    unread: BTreeSet<String>,
+    /// Whether the disk of any unread attribute is still there.
+    unread_present: bool,
 }
 
 impl Snapshot {
@@ -49,7 +53,35 @@ impl Snapshot {
         state: State,
         profile: Option<&Profile>,
     ) -> Snapshot {
-        let mut paths: BTreeSet<String> = state.saved.keys().cloned().collect();
+        Snapshot::take_within(sysfs, inventory, state, profile, None)
+    }
+
+    /// [`Snapshot::take`] for a run scoped to the disks of `reach` (a udev
+    /// event, `--device`): a saved attribute of another disk, one none of
+    /// them shares, is not read (on a host with ten thousand disks tuned,
+    /// one event would otherwise read them all). All the plan needs to
+    /// know of those is whether every one of their disks is gone, and one
+    /// that is still there answers that.
+    pub fn take_within(
+        sysfs: &Sysfs,
+        inventory: Inventory,
+        state: State,
+        profile: Option<&Profile>,
+        reach: Option<&BTreeSet<String>>,
+    ) -> Snapshot {
+        let mut paths = BTreeSet::new();
+        let mut unread = BTreeSet::new();
+        for (path, saved) in &state.saved {
+            let within = |r: &BTreeSet<String>| {
+                disk_of(path).is_none_or(|d| r.contains(d))
+                    || saved.owners.iter().any(|o| r.contains(o))
+            };
+            if reach.is_none_or(within) {
+                paths.insert(path.clone());
+            } else {
+                unread.insert(path.clone());
+            }
+        }
         let mut cpus = BTreeSet::new();
         for d in &inventory.devices {
             if d.abi != Abi::None {
@@ -74,6 +106,10 @@ impl Snapshot {
         let wants_auto = profile
             .is_some_and(|p| (p.rules.iter()).any(|r| p.effective(r).limit == Some(Limit::Auto)));
         let mut snap = Snapshot::new(inventory, state);
+        snap.unread_present = (unread.iter())
+            .filter_map(|p| device_dir(p))
+            .any(|d| sysfs.exists(&d));
+        snap.unread = unread;
         if wants_auto {
             for cpu in cpus {
                 snap.set_idle(cpu, idle::cpu_states(sysfs, cpu));
@@ -128,6 +164,20 @@ impl Snapshot {
     pub fn device_present(&self, path: &str) -> bool {
         device_dir(path).is_some_and(|d| self.present.contains(&d))
     }
+
+    /// Whether a saved attribute's device is gone. One not read (outside
+    /// the run's reach) counts as gone only when every such one is.
+    pub fn gone(&self, path: &str) -> bool {
+        if self.unread.contains(path) {
+            return !self.unread_present;
+        }
+        self.value(path) == &Reading::Missing && !self.device_present(path)
+    }
+}
+
+/// The disk a `block/<disk>/...` attribute belongs to.
+fn disk_of(path: &str) -> Option<&str> {
+    path.strip_prefix("block/")?.split('/').next()
 }
 
 /// The directory of the disk or CPU an attribute path belongs to.
@@ -158,5 +208,42 @@ mod tests {
             Some("devices/system/cpu/cpu3")
         );
         assert_eq!(device_dir("class/x"), None);
+    }
+
+    /// A scoped run reads the saved values of its own disks, and of the
+    /// others only whether any of them is still there.
+    #[test]
+    fn a_scoped_snapshot_reads_its_own_disks_saved_values_only() {
+        use crate::state::Saved;
+        let dir = tempfile::tempdir().unwrap();
+        let mut state = State::default();
+        for d in ["a", "b", "c"] {
+            std::fs::create_dir_all(dir.path().join(format!("block/{d}/queue"))).unwrap();
+            std::fs::write(dir.path().join(format!("block/{d}/queue/x")), "5\n").unwrap();
+            let owners = BTreeSet::from([d.to_string()]);
+            let original = "-1".to_string();
+            state
+                .saved
+                .insert(format!("block/{d}/queue/x"), Saved { original, owners });
+        }
+        // c's value is shared with a: a's run reads it
+        (state.saved.get_mut("block/c/queue/x").unwrap().owners).insert("a".into());
+        let reach = BTreeSet::from(["a".to_string()]);
+        let sysfs = Sysfs::new(dir.path());
+        let take = |s: &State| {
+            let inv = Inventory::default();
+            Snapshot::take_within(&sysfs, inv, s.clone(), None, Some(&reach))
+        };
+        let snap = take(&state);
+        assert_eq!(snap.value("block/a/queue/x"), &Reading::Value("5".into()));
+        assert_eq!(snap.value("block/c/queue/x"), &Reading::Value("5".into()));
+        assert_eq!(snap.value("block/b/queue/x"), &Reading::Missing, "not read");
+        assert!(!snap.gone("block/b/queue/x"), "b is still there");
+        std::fs::remove_dir_all(dir.path().join("block/b")).unwrap();
+        assert!(take(&state).gone("block/b/queue/x"));
+        // unscoped, everything is read
+        let all = Snapshot::take(&sysfs, Inventory::default(), state, None);
+        assert!(all.gone("block/b/queue/x"));
+        assert_eq!(all.value("block/c/queue/x"), &Reading::Value("5".into()));
     }
 }

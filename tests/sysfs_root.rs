@@ -123,6 +123,12 @@ fn a_root_whose_saved_devices_are_all_gone_forgets_nothing_unless_told() {
         r.assert_stderr_has("restore --forget-missing");
         kept(&format!("{args:?}"));
     }
+    // the same for a run scoped to one of the disks: it does not read the
+    // others' values, but knows they are all gone too
+    let r = env.run_in(&root, &["restore", "--device", "nvme1n1"]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    r.assert_stderr_has("saved original(s) belongs to a device that is not there");
+    kept("restore --device");
     // apply forgets only what a device still there no longer wants
     let r = env.run_in(&root, &["apply", p]);
     assert_eq!(r.code, 0, "{}", r.stderr);
