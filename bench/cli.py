@@ -44,6 +44,11 @@ def run_steps(steps):
         subprocess.run(step, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
+# (command, its floor): the ratios the README reports
+RATIOS = [("apply (writes)", "floor: sh loop writing the same files"),
+          ("udev add (one event)", "floor: sh writing one file")]
+
+
 def measure(cases, runs):
     """Each case's median wall time and largest peak RSS over `runs` rounds.
     A round runs every case once, in turn, so that a machine that speeds up
@@ -58,8 +63,15 @@ def measure(cases, runs):
             run_steps(after)
             walls[name].append(wall)
             rss[name].append(peak)
-    return {name: {"wall_ms": round(statistics.median(walls[name]) * 1000, 2),
+    rows = {name: {"wall_ms": round(statistics.median(walls[name]) * 1000, 2),
                    "rss_mib": round(max(rss[name]) / 1024, 2)} for name in walls}
+    # a command over its floor, round by round (median, and the rounds' range)
+    for name, floor in RATIOS:
+        if name in walls and floor in walls:
+            per_round = [a / f for a, f in zip(walls[name], walls[floor])]
+            rows[name]["over_floor"] = round(statistics.median(per_round), 2)
+            rows[name]["over_floor_range"] = [round(min(per_round), 2), round(max(per_round), 2)]
+    return rows
 
 
 def measure_size(n, runs):
@@ -128,7 +140,9 @@ def report(what, a, measure_size, result, first_rows=()):
         rows = measure_size(n, a.runs)
         result["sizes"][str(n)] = rows
         for name, r in rows.items():
-            print(f"| {n} | {name} | {r['wall_ms']:.1f} | {r['rss_mib']:.1f} |")
+            ratio = f" ({r['over_floor']:.2f}x the floor, rounds {r['over_floor_range'][0]:.2f}-" \
+                f"{r['over_floor_range'][1]:.2f}x)" if "over_floor" in r else ""
+            print(f"| {n} | {name}{ratio} | {r['wall_ms']:.1f} | {r['rss_mib']:.1f} |")
     if a.json:
         result["machine"] = {"nproc": os.cpu_count(), "kernel": platform.release()}
         with open(a.json, "w") as f:

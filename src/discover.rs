@@ -171,12 +171,17 @@ pub struct Detail {
     /// `queue/rotational` and `removable`: also shown by `list`, and read
     /// for a plan only when a rule matches on them.
     pub flags: bool,
+    /// The hardware queues counted (`mq/` listed): shown by `list`. A
+    /// plan needs only whether there are any, when the possible CPUs are
+    /// known: blk-mq maps all of them to a disk's queues.
+    pub queues: bool,
 }
 
 impl Detail {
     pub const FULL: Detail = Detail {
         identity: true,
         flags: true,
+        queues: true,
     };
 
     /// What matching the rules of `profile` reads (without one, as for a
@@ -186,6 +191,7 @@ impl Detail {
         Detail {
             identity: rules().any(|r| r.matcher.uses_identity()),
             flags: rules().any(|r| r.matcher.uses_flags()),
+            queues: false,
         }
     }
 }
@@ -521,13 +527,17 @@ fn read_device(
             return None;
         }
     };
-    let queues = dir.list("mq");
-    let request_based = queues.is_some();
-    let queues = queues.unwrap_or_default();
+    let counted = detail.queues || possible.is_none();
+    let (request_based, queues) = if counted {
+        let queues = dir.list("mq");
+        (queues.is_some(), queues.unwrap_or_default())
+    } else {
+        (dir.exists("mq"), Vec::new())
+    };
     let cpus = match possible {
         // blk-mq maps every possible CPU to one of a disk's hardware queues,
         // so their cpu_lists (one per CPU on NVMe) add up to `possible`.
-        Some(all) if !queues.is_empty() => all.to_vec(),
+        Some(all) if request_based && (!counted || !queues.is_empty()) => all.to_vec(),
         _ => {
             let mut cpus = BTreeSet::new();
             for q in &queues {

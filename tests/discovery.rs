@@ -221,16 +221,25 @@ fn plans_without_identity_reads_are_the_same() {
             detail,
             Detail {
                 identity: false,
-                flags
+                flags,
+                queues: false,
             }
         );
         let lean = scan(&sysfs, Extent::All, detail).unwrap();
         assert!(
             lean.devices
                 .iter()
-                .all(|d| d.model.is_none() && d.driver.is_none())
+                .all(|d| d.model.is_none() && d.driver.is_none() && d.hw_queues == 0)
         );
         assert_eq!(lean.devices.iter().any(|d| d.rotational), flags);
+        // the queues not counted, the CPUs they serve are the same
+        let served = |inv: &blkqos::discover::Inventory| -> Vec<_> {
+            (inv.devices.iter())
+                .map(|d| (d.name.clone(), d.kind, d.cpus.clone()))
+                .collect()
+        };
+        assert_eq!(served(&lean), served(&full()));
+        assert!(full().devices.iter().any(|d| d.hw_queues > 0));
         let plan = |inv| {
             let snap = Snapshot::take(&sysfs, inv, Default::default(), Some(&profile));
             blkqos::plan::build(&profile, &snap, &blkqos::plan::Scope::all()).unwrap()
