@@ -71,7 +71,7 @@ def tables(cli, k):
     out = []
     if not k.get("hotpath"):
         out.append("Hot path: not measured in this run.\n")
-    carried = (f" Carried over from {k['hotpath_carried_from']} (2 vCPUs), not measured in this run."
+    carried = (f" Carried over from {k['hotpath_carried_from']}, not measured in this run."
                if k.get("hotpath_carried_from") else "")
     out.append("Hot path (null_blk, fio psync QD1 4k random reads on the CPU that completes them, "
                "fixed I/Os; mean latency of the kernel without the lease "
@@ -88,13 +88,17 @@ def tables(cli, k):
         out.append(shape_tables(k, shape))
     out.append("\nThe command (fake trees of N NVMe disks on tmpfs; median wall, max peak RSS; "
                f"starting any process costs {cli['process_start_ms']:.1f} ms in this measurement):\n")
-    out.append("| disks | apply (writes) | apply (no-op) | floor: sh loop | apply / floor | udev event (add) | udev RSS | restore |")
-    out.append("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    out.append("| disks | apply (writes) | apply (no-op) | floor: sh loop | apply / floor | "
+               "per round (median, range) | udev event (add) | udev RSS | restore |")
+    out.append("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for n, rows in sorted(cli["sizes"].items(), key=lambda kv: int(kv[0])):
         a, f = rows["apply (writes)"], rows["floor: sh loop writing the same files"]
         u = rows["udev add (one event)"]
+        # runs of bench/cli.py before the rounds have no per-round ratio
+        per_round = (f"{a['over_floor']:.2f}x ({a['over_floor_range'][0]:.2f}-{a['over_floor_range'][1]:.2f}x)"
+                     if "over_floor" in a else "-")
         out.append(f"| {n} | {a['wall_ms']:.1f} ms | {rows['apply (no-op)']['wall_ms']:.1f} ms | {f['wall_ms']:.1f} ms | "
-                   f"{a['wall_ms'] / f['wall_ms']:.1f}x | {u['wall_ms']:.1f} ms | {u['rss_mib']:.1f} MiB | "
+                   f"{a['wall_ms'] / f['wall_ms']:.1f}x | {per_round} | {u['wall_ms']:.1f} ms | {u['rss_mib']:.1f} MiB | "
                    f"{rows['restore']['wall_ms']:.1f} ms |")
     return "\n".join(out)
 
