@@ -442,8 +442,9 @@ fn assemble(sysfs: &Sysfs, candidates: Candidates, detail: Detail) -> Result<Inv
 
 /// A disk's holders are the devices whose slaves name it: the kernel
 /// makes both links together (bd_link_disk_holder), so the slaves read
-/// serve both sides. A holder of a partition names the partition, as in
-/// the partition's own holders/.
+/// serve both sides. A holder of a partition is not the disk's (the
+/// kernel lists it in the partition's holders/ only): no disk is named
+/// by that slave.
 fn fill_holders(devices: &mut [Device]) {
     let mut holders: HashMap<String, Vec<String>> = HashMap::new();
     for d in devices.iter() {
@@ -536,8 +537,9 @@ fn read_device(
     };
     let cpus = match possible {
         // blk-mq maps every possible CPU to one of a disk's hardware queues,
-        // so their cpu_lists (one per CPU on NVMe) add up to `possible`.
-        Some(all) if request_based && (!counted || !queues.is_empty()) => all.to_vec(),
+        // so their cpu_lists (one per CPU on NVMe) add up to `possible`
+        // (an mq/ still empty, being registered, serves them as it will)
+        Some(all) if request_based => all.to_vec(),
         _ => {
             let mut cpus = BTreeSet::new();
             for q in &queues {

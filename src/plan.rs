@@ -467,6 +467,12 @@ pub fn build(profile: &Profile, snap: &Snapshot, scope: &Scope) -> Result<Plan, 
         }
     }
     refuse_forgetting_every_device(snap, scope, &forget)?;
+    // A disk's scheduler is written before its other attributes: switching
+    // it resets nr_requests, and bfq turns write-back throttling off.
+    for d in &mut devices {
+        d.changes
+            .sort_by_key(|c| !c.path.ends_with("/queue/scheduler"));
+    }
     if let Some(s) = &in_scope {
         devices.retain(|d| s.contains(&d.name) || !d.changes.is_empty());
     }

@@ -181,7 +181,7 @@ fn disk_of(path: &str) -> Option<&str> {
 }
 
 /// The directory of the disk or CPU an attribute path belongs to.
-fn device_dir(path: &str) -> Option<String> {
+pub(crate) fn device_dir(path: &str) -> Option<String> {
     let depth = if path.starts_with("devices/system/cpu/") {
         4
     } else if path.starts_with("block/") {

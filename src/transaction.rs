@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::parallel;
 use crate::plan::{Change, Plan, same_value};
+use crate::snapshot::device_dir;
 use crate::state::{Locked, Saved, StateError};
 use crate::sysfs::{Sysfs, is_vanished};
 
@@ -90,25 +91,28 @@ fn write_one(sysfs: &Sysfs, c: &Change) -> Outcome {
 }
 
 /// Write each change, read it back, and undo all of them on any failure.
-/// A thousand disks are a few thousand syscalls: the writes are shared
-/// out between the CPUs (each path is written once, and none depends on
-/// another). After a failure no thread starts another write; what the
-/// others wrote meanwhile is put back with the rest.
 fn transaction(sysfs: &Sysfs, changes: &[Change]) -> Result<Written, WriteError> {
     let put_back = |w: &Change| match sysfs.write(&w.path, &w.before) {
         Err(e) if is_vanished(&e) => Ok(()),
         other => other,
     };
-    write_all(changes, |c| write_one(sysfs, c), put_back)
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let stop = AtomicBool::new(false);
+    write_all(changes, threads, &stop, |c| write_one(sysfs, c), put_back)
 }
 
-/// [`transaction`] with the writing and the putting back given.
+/// A thousand disks are a few thousand syscalls: the disks are shared out
+/// between `threads`, each disk's changes written by one thread, in the
+/// plan's order (with one thread, the plan's order). After a failure, or a panic, no
+/// thread starts another write (`failed` is set); what the others wrote
+/// meanwhile is put back with the rest.
 fn write_all(
     changes: &[Change],
+    threads: usize,
+    failed: &AtomicBool,
     write: impl Fn(&Change) -> Outcome + Sync,
     put_back: impl Fn(&Change) -> std::io::Result<()>,
 ) -> Result<Written, WriteError> {
-    let failed = AtomicBool::new(false);
     // Each change is marked before it is written, and unmarked if it was
     // not: the marks, unlike the results, survive a panic, and whatever
     // may have been written is put back.
@@ -117,62 +121,113 @@ fn write_all(
         let mut m = marked.lock().unwrap_or_else(|p| p.into_inner());
         if on { m.insert(i) } else { m.remove(&i) }
     };
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let work: Vec<(usize, &Change)> = changes.iter().enumerate().collect();
-    let outcomes = parallel::map(work, threads, |(i, c)| {
-        if failed.load(Ordering::Relaxed) {
-            return Outcome::Skipped;
-        }
-        mark(i, true);
-        let o = write(c);
-        match o {
-            Outcome::Vanished | Outcome::NotWritten(_) => mark(i, false),
-            _ => false,
-        };
-        if matches!(o, Outcome::NotWritten(_) | Outcome::Wrong(_)) {
-            failed.store(true, Ordering::Relaxed);
-        }
-        o
-    });
-    let cause = match &outcomes {
-        Err(p) => Some(format!("internal error while writing: {p}")),
-        // the first failure in the plan's order, whichever thread saw it
-        Ok(all) => all.iter().find_map(|o| match o {
-            Outcome::NotWritten(c) | Outcome::Wrong(c) => Some(c.clone()),
-            _ => None,
-        }),
-    };
-    if let Some(cause) = cause {
-        let written = marked.into_inner().unwrap_or_else(|p| p.into_inner());
-        let mut rollback_failures = Vec::new();
-        for w in written.iter().rev().map(|&i| &changes[i]) {
-            log::debug!("roll back {} = {}", w.path, w.before);
-            match put_back(w) {
-                Ok(()) => {}
-                Err(e) => rollback_failures.push(RollbackFailure {
-                    path: w.path.clone(),
-                    message: format!("{}: cannot restore {:?}: {e}", w.path, w.before),
-                }),
+    let outcomes = parallel::map(per_device(changes), threads, |disk| {
+        let mut done = Vec::with_capacity(disk.len());
+        for i in disk {
+            if failed.load(Ordering::Relaxed) {
+                done.push((i, Outcome::Skipped));
+                continue;
             }
+            mark(i, true);
+            let o = {
+                let _stop = StopOnPanic(failed);
+                write(&changes[i])
+            };
+            match o {
+                Outcome::Vanished | Outcome::NotWritten(_) => mark(i, false),
+                _ => false,
+            };
+            if matches!(o, Outcome::NotWritten(_) | Outcome::Wrong(_)) {
+                failed.store(true, Ordering::Relaxed);
+            }
+            done.push((i, o));
         }
-        return Err(WriteError::Failed {
-            cause,
-            rolled_back: written.len() - rollback_failures.len(),
-            rollback_failures,
-            unsaved: None,
-        });
+        done
+    });
+    let mut outcomes: Vec<(usize, Outcome)> = match outcomes {
+        Ok(per_disk) => per_disk.into_iter().flatten().collect(),
+        Err(p) => {
+            return Err(roll_back(
+                changes,
+                marked,
+                put_back,
+                format!("internal error while writing: {p}"),
+            ));
+        }
+    };
+    outcomes.sort_unstable_by_key(|(i, _)| *i);
+    // the first failure in the plan's order, whichever thread saw it
+    let cause = outcomes.iter().find_map(|(_, o)| match o {
+        Outcome::NotWritten(c) | Outcome::Wrong(c) => Some(c.clone()),
+        _ => None,
+    });
+    if let Some(cause) = cause {
+        return Err(roll_back(changes, marked, put_back, cause));
     }
     let mut out = Written::default();
-    // (a panic was a cause above)
-    for (c, o) in changes.iter().zip(outcomes.unwrap_or_default()) {
+    for (i, o) in outcomes {
         match o {
-            Outcome::Done => out.changes.push(c.clone()),
-            Outcome::Vanished => out.vanished.push(c.path.clone()),
+            Outcome::Done => out.changes.push(changes[i].clone()),
+            Outcome::Vanished => out.vanished.push(changes[i].path.clone()),
             // no failure (checked above), so nothing was skipped
             Outcome::NotWritten(_) | Outcome::Wrong(_) | Outcome::Skipped => {}
         }
     }
     Ok(out)
+}
+
+/// Sets the flag when dropped by a panic: the other threads stop too.
+struct StopOnPanic<'a>(&'a AtomicBool);
+
+impl Drop for StopOnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
+/// The indices of `changes` in runs of one disk (or CPU) each, in the
+/// plan's order: a disk's changes, which the plan lists together (its
+/// scheduler first), go to one thread.
+fn per_device(changes: &[Change]) -> Vec<Vec<usize>> {
+    let mut runs: Vec<Vec<usize>> = Vec::new();
+    let mut last: Option<String> = None;
+    for (i, c) in changes.iter().enumerate() {
+        let device = device_dir(&c.path).unwrap_or_else(|| c.path.clone());
+        match runs.last_mut() {
+            Some(run) if last.as_ref() == Some(&device) => run.push(i),
+            _ => runs.push(vec![i]),
+        }
+        last = Some(device);
+    }
+    runs
+}
+
+/// Put back everything marked as (maybe) written, latest first.
+fn roll_back(
+    changes: &[Change],
+    marked: Mutex<BTreeSet<usize>>,
+    put_back: impl Fn(&Change) -> std::io::Result<()>,
+    cause: String,
+) -> WriteError {
+    let written = marked.into_inner().unwrap_or_else(|p| p.into_inner());
+    let mut rollback_failures = Vec::new();
+    for w in written.iter().rev().map(|&i| &changes[i]) {
+        log::debug!("roll back {} = {}", w.path, w.before);
+        if let Err(e) = put_back(w) {
+            rollback_failures.push(RollbackFailure {
+                path: w.path.clone(),
+                message: format!("{}: cannot restore {:?}: {e}", w.path, w.before),
+            });
+        }
+    }
+    WriteError::Failed {
+        cause,
+        rolled_back: written.len() - rollback_failures.len(),
+        rollback_failures,
+        unsaved: None,
+    }
 }
 
 /// Write a plan. Originals are saved (and persisted) before the first
@@ -310,15 +365,14 @@ mod tests {
     /// another thread, and that one is put back too.
     #[test]
     fn a_failed_write_puts_back_what_other_threads_wrote_after_it() {
-        if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
-            return; // one thread writes in order: nothing to race
-        }
         let changes = many(600);
         let written = Mutex::new(BTreeSet::new());
         let put_back = Mutex::new(BTreeSet::new());
         let far = std::sync::Condvar::new();
         let err = write_all(
             &changes,
+            2,
+            &AtomicBool::new(false),
             |c| {
                 let mut w = written.lock().unwrap();
                 if index(c) == 0 {
@@ -359,6 +413,8 @@ mod tests {
         let put_back = Mutex::new(BTreeSet::new());
         let err = write_all(
             &changes,
+            2,
+            &AtomicBool::new(false),
             |c| {
                 assert!(index(c) != 300, "write {} is odd", c.path);
                 written.lock().unwrap().insert(index(c));
@@ -404,5 +460,90 @@ mod tests {
                 .iter()
                 .all(|c| sysfs.read(&c.path).unwrap() == "5")
         );
+    }
+
+    /// A panic stops the other threads as a failure does: each finishes
+    /// the write it is in (held here until the panic has stopped the
+    /// run), and starts no other.
+    #[test]
+    fn a_panic_stops_the_other_threads() {
+        let changes = many(600);
+        let stop = AtomicBool::new(false);
+        let written = Mutex::new(BTreeSet::new());
+        // without the stop, the held writes give up waiting after this
+        let start = std::time::Instant::now();
+        let err = write_all(
+            &changes,
+            2,
+            &stop,
+            |c| {
+                let i = index(c);
+                assert!(i != 20, "write 20 is odd");
+                while i >= 32 && !stop.load(Ordering::Relaxed) && start.elapsed().as_secs() < 10 {
+                    std::thread::yield_now();
+                }
+                written.lock().unwrap().insert(i);
+                Outcome::Done
+            },
+            |_| Ok(()),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("write 20 is odd"), "{err}");
+        let late = written
+            .into_inner()
+            .unwrap()
+            .into_iter()
+            .filter(|&i| i >= 32)
+            .count();
+        assert!(late <= 1, "{late} writes after the panic");
+    }
+
+    /// A disk's changes are written by one thread, in the plan's order,
+    /// however the disks are shared out.
+    #[test]
+    fn a_disks_changes_are_written_by_one_thread_in_order() {
+        let mut changes = Vec::new();
+        for d in 0..200 {
+            // five a disk: a disk's changes straddle the blocks of work
+            for attr in [
+                "scheduler",
+                "cpu_lat_limit_us",
+                "cpu_lat_timeout_ms",
+                "nr_requests",
+                "wbt_lat_usec",
+            ] {
+                changes.push(change(&format!("block/d{d}/queue/{attr}"), "1", "2"));
+            }
+        }
+        let order = Mutex::new(Vec::new());
+        let w = write_all(
+            &changes,
+            2,
+            &AtomicBool::new(false),
+            |c| {
+                let me = std::thread::current().id();
+                order.lock().unwrap().push((c.path.clone(), me));
+                Outcome::Done
+            },
+            |_| Ok(()),
+        )
+        .unwrap();
+        assert_eq!(w.changes, changes, "reported in the plan's order");
+        let order = order.into_inner().unwrap();
+        for d in 0..200 {
+            let disk = format!("block/d{d}/");
+            let mine: Vec<_> = order.iter().filter(|(p, _)| p.starts_with(&disk)).collect();
+            let paths: Vec<&String> = mine.iter().map(|(p, _)| p).collect();
+            let want: Vec<&String> = changes
+                .iter()
+                .map(|c| &c.path)
+                .filter(|p| p.starts_with(&disk))
+                .collect();
+            assert_eq!(paths, want, "{disk}");
+            assert!(
+                mine.iter().all(|(_, t)| *t == mine[0].1),
+                "{disk}: one thread"
+            );
+        }
     }
 }

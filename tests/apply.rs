@@ -483,6 +483,30 @@ fn parallel_applies_keep_one_consistent_state() {
     }
 }
 
+/// Switching the scheduler resets nr_requests (and bfq turns write-back
+/// throttling off): a disk's scheduler is planned, and written, first.
+#[test]
+fn a_disks_scheduler_is_written_before_its_other_attributes() {
+    let env = Env::zoo(Abi::Queue);
+    let p = env.profile(
+        "p.toml",
+        "[[rule]]\nname = \"s\"\nmatch = { name = \"sda\" }\ncpu_lat_limit_us = 20\n[rule.queue]\nnr_requests = \"64\"\nscheduler = \"mq-deadline\"\n",
+    );
+    let doc = env
+        .run(&["apply", p.to_str().unwrap(), "--dry-run", "--json"])
+        .json();
+    let sda = common::device(&doc, "sda");
+    let paths: Vec<&str> = (sda["changes"].as_array().unwrap().iter())
+        .map(|c| c["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(paths[0], "block/sda/queue/scheduler", "{paths:?}");
+    assert!(paths.contains(&"block/sda/queue/nr_requests"), "{paths:?}");
+    assert!(
+        paths.contains(&"block/sda/queue/cpu_lat_limit_us"),
+        "{paths:?}"
+    );
+}
+
 #[test]
 fn a_queue_attribute_the_device_lacks_is_skipped_with_a_warning() {
     let env = Env::zoo(Abi::Queue);
