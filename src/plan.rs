@@ -467,11 +467,8 @@ pub fn build(profile: &Profile, snap: &Snapshot, scope: &Scope) -> Result<Plan, 
         }
     }
     refuse_forgetting_every_device(snap, scope, &forget)?;
-    // A disk's scheduler is written before its other attributes: switching
-    // it resets nr_requests, and bfq turns write-back throttling off.
     for d in &mut devices {
-        d.changes
-            .sort_by_key(|c| !c.path.ends_with("/queue/scheduler"));
+        scheduler_first(&mut d.changes);
     }
     if let Some(s) = &in_scope {
         devices.retain(|d| s.contains(&d.name) || !d.changes.is_empty());
@@ -584,7 +581,7 @@ pub fn restore(snap: &Snapshot, scope: &Scope, forget_missing: bool) -> Result<P
     }
     plan.devices = by_owner
         .into_iter()
-        .map(|(name, changes)| DevicePlan {
+        .map(|(name, mut changes)| DevicePlan {
             rule: state.rules.get(&name).cloned(),
             name,
             targets: Vec::new(),
@@ -592,10 +589,24 @@ pub fn restore(snap: &Snapshot, scope: &Scope, forget_missing: bool) -> Result<P
             limit: None,
             auto: Vec::new(),
             timeout_ms: None,
-            changes,
+            changes: {
+                scheduler_first(&mut changes);
+                changes
+            },
         })
         .collect();
     Ok(plan)
+}
+
+/// A disk's scheduler is written before its other attributes, forwards
+/// and back: switching it resets nr_requests, and bfq turns write-back
+/// throttling off. Otherwise the order is kept.
+pub fn scheduler_first(changes: &mut [Change]) {
+    changes.sort_by_key(|c| !is_scheduler(&c.path));
+}
+
+pub fn is_scheduler(path: &str) -> bool {
+    path.ends_with("/queue/scheduler")
 }
 
 /// A plan that would forget saved originals because their devices are

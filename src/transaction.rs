@@ -6,7 +6,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::parallel;
-use crate::plan::{Change, Plan, same_value};
+use crate::plan::{Change, Plan, is_scheduler, same_value};
 use crate::snapshot::device_dir;
 use crate::state::{Locked, Saved, StateError};
 use crate::sysfs::{Sysfs, is_vanished};
@@ -102,8 +102,8 @@ fn transaction(sysfs: &Sysfs, changes: &[Change]) -> Result<Written, WriteError>
 }
 
 /// A thousand disks are a few thousand syscalls: the disks are shared out
-/// between `threads`, each disk's changes written by one thread, in the
-/// plan's order (with one thread, the plan's order). After a failure, or a panic, no
+/// between `threads`, each run of a disk's changes written by one thread
+/// in the plan's order (with one thread, all of it in the plan's order). After a failure, or a panic, no
 /// thread starts another write (`failed` is set); what the others wrote
 /// meanwhile is put back with the rest.
 fn write_all(
@@ -188,8 +188,11 @@ impl Drop for StopOnPanic<'_> {
 }
 
 /// The indices of `changes` in runs of one disk (or CPU) each, in the
-/// plan's order: a disk's changes, which the plan lists together (its
-/// scheduler first), go to one thread.
+/// plan's order; a run goes to one thread. A disk's own attributes
+/// (`[rule.queue]`, scheduler first) are one run, in its own device
+/// plan; its cpu_lat knobs may be in another's (md0 carries its
+/// members'), a run of their own, which the kernel serialises with the
+/// rest (the queue's sysfs_lock).
 fn per_device(changes: &[Change]) -> Vec<Vec<usize>> {
     let mut runs: Vec<Vec<usize>> = Vec::new();
     let mut last: Option<String> = None;
@@ -212,8 +215,13 @@ fn roll_back(
     cause: String,
 ) -> WriteError {
     let written = marked.into_inner().unwrap_or_else(|p| p.into_inner());
+    // latest first, but a disk's scheduler before its other attributes
+    let mut order: Vec<&Change> = written.iter().rev().map(|&i| &changes[i]).collect();
+    for run in order.chunk_by_mut(|a, b| device_dir(&a.path) == device_dir(&b.path)) {
+        run.sort_by_key(|c| !is_scheduler(&c.path));
+    }
     let mut rollback_failures = Vec::new();
-    for w in written.iter().rev().map(|&i| &changes[i]) {
+    for w in order {
         log::debug!("roll back {} = {}", w.path, w.before);
         if let Err(e) = put_back(w) {
             rollback_failures.push(RollbackFailure {
@@ -479,8 +487,8 @@ mod tests {
             |c| {
                 let i = index(c);
                 assert!(i != 20, "write 20 is odd");
-                while i >= 32 && !stop.load(Ordering::Relaxed) && start.elapsed().as_secs() < 10 {
-                    std::thread::yield_now();
+                while i >= 32 && !stop.load(Ordering::Relaxed) && start.elapsed().as_secs() < 60 {
+                    std::thread::sleep(std::time::Duration::from_millis(1));
                 }
                 written.lock().unwrap().insert(i);
                 Outcome::Done
@@ -516,18 +524,25 @@ mod tests {
             }
         }
         let order = Mutex::new(Vec::new());
+        // each thread's first write waits for the other's: both take part
+        let both = std::sync::Barrier::new(2);
+        let seen = Mutex::new(std::collections::HashSet::new());
         let w = write_all(
             &changes,
             2,
             &AtomicBool::new(false),
             |c| {
                 let me = std::thread::current().id();
+                if seen.lock().unwrap().insert(me) {
+                    both.wait();
+                }
                 order.lock().unwrap().push((c.path.clone(), me));
                 Outcome::Done
             },
             |_| Ok(()),
         )
         .unwrap();
+        assert_eq!(seen.into_inner().unwrap().len(), 2);
         assert_eq!(w.changes, changes, "reported in the plan's order");
         let order = order.into_inner().unwrap();
         for d in 0..200 {
@@ -545,5 +560,36 @@ mod tests {
                 "{disk}: one thread"
             );
         }
+    }
+
+    /// Put back latest first, but a disk's scheduler before its other
+    /// attributes, as forwards: switching it back resets nr_requests.
+    #[test]
+    fn a_rollback_puts_a_disks_scheduler_back_first() {
+        let changes = [
+            change("block/sda/queue/scheduler", "none", "bfq"),
+            change("block/sda/queue/nr_requests", "64", "128"),
+            change("block/sdb/queue/x", "1", "2"),
+        ];
+        let put_back = Mutex::new(Vec::new());
+        let err = write_all(
+            &changes,
+            1,
+            &AtomicBool::new(false),
+            |c| match c.path.as_str() {
+                "block/sdb/queue/x" => Outcome::NotWritten("x: cannot write".into()),
+                _ => Outcome::Done,
+            },
+            |c| {
+                put_back.lock().unwrap().push(c.path.clone());
+                Ok(())
+            },
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("rolled back 2"), "{err}");
+        assert_eq!(
+            put_back.into_inner().unwrap(),
+            ["block/sda/queue/scheduler", "block/sda/queue/nr_requests"]
+        );
     }
 }

@@ -505,6 +505,15 @@ fn a_disks_scheduler_is_written_before_its_other_attributes() {
         paths.contains(&"block/sda/queue/cpu_lat_limit_us"),
         "{paths:?}"
     );
+    // and back: restore puts the scheduler back first too
+    assert_eq!(env.run(&["apply", p.to_str().unwrap()]).code, 0);
+    let doc = env.run(&["restore", "--dry-run", "--json"]).json();
+    let sda = common::device(&doc, "sda");
+    let paths: Vec<&str> = (sda["changes"].as_array().unwrap().iter())
+        .map(|c| c["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(paths.len(), 3, "{paths:?}");
+    assert_eq!(paths[0], "block/sda/queue/scheduler", "{paths:?}");
 }
 
 #[test]
