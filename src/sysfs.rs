@@ -121,7 +121,7 @@ impl Sysfs {
     /// An attribute's raw bytes (binary ones: VPD pages), at most
     /// [`MAX_ATTR_BYTES`] more than the first read.
     pub fn read_bytes(&self, rel: &str) -> io::Result<Vec<u8>> {
-        read_file(self.open_for_read(&self.locate(rel))?)
+        read_file(&self.open_for_read(&self.locate(rel))?)
     }
 
     /// Open `rel` for reading, beneath the root: openat2(2) with
@@ -184,7 +184,7 @@ impl Sysfs {
     pub fn write_and_read_back(&self, rel: &str, value: &str) -> io::Result<io::Result<String>> {
         let mut file = self.open_for_write(rel, true)?;
         store(&mut file, value)?;
-        Ok(read_file_at_start(&file).map(|b| trimmed(&b)))
+        Ok(read_file(&file).map(|b| trimmed(&b)))
     }
 
     /// Open `rel` for writing. A path with no link in it (a disk's
@@ -626,10 +626,17 @@ fn is_missing(e: &io::Error) -> bool {
     matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR))
 }
 
-/// [`read_file`] from the start with pread(2): a write just left the
-/// position after the value, and sysfs shows the attribute afresh for a
-/// read at offset 0 of a file not read before.
-fn read_file_at_start(file: &File) -> io::Result<Vec<u8>> {
+/// An attribute's text, as [`Sysfs::read`] gives it.
+pub fn read_text(file: File) -> io::Result<String> {
+    read_file(&file).map(|b| trimmed(&b))
+}
+
+/// A whole attribute: one read returns it; only a full buffer asks for
+/// more, at most [`MAX_ATTR_BYTES`]. Read from offset 0 with pread(2),
+/// wherever the file's position is: after a write through the same
+/// descriptor too, sysfs shows the attribute afresh for a read at 0 of a
+/// file not read before.
+fn read_file(file: &File) -> io::Result<Vec<u8>> {
     let mut first = [0u8; FIRST_READ];
     let n = file.read_at(&mut first, 0)?;
     let mut buf = first[..n].to_vec();
@@ -637,23 +644,6 @@ fn read_file_at_start(file: &File) -> io::Result<Vec<u8>> {
         let mut rest = file;
         rest.seek(io::SeekFrom::Start(n as u64))?;
         rest.take(MAX_ATTR_BYTES).read_to_end(&mut buf)?;
-    }
-    Ok(buf)
-}
-
-/// An attribute's text, as [`Sysfs::read`] gives it.
-pub fn read_text(file: File) -> io::Result<String> {
-    read_file(file).map(|b| trimmed(&b))
-}
-
-/// A whole attribute: one read(2) returns it; only a full buffer asks for
-/// more, at most [`MAX_ATTR_BYTES`].
-fn read_file(mut file: File) -> io::Result<Vec<u8>> {
-    let mut first = [0u8; FIRST_READ];
-    let n = file.read(&mut first)?;
-    let mut buf = first[..n].to_vec();
-    if n == FIRST_READ {
-        file.take(MAX_ATTR_BYTES).read_to_end(&mut buf)?;
     }
     Ok(buf)
 }

@@ -103,9 +103,9 @@ fn transaction(sysfs: &Sysfs, changes: &[Change]) -> Result<Written, WriteError>
 
 /// A thousand disks are a few thousand syscalls: the disks are shared out
 /// between `threads`, each run of a disk's changes written by one thread
-/// in the plan's order (with one thread, all of it in the plan's order). After a failure, or a panic, no
-/// thread starts another write (`failed` is set); what the others wrote
-/// meanwhile is put back with the rest.
+/// in the plan's order (with one thread, all of it in the plan's order).
+/// After a failure, or a panic, no thread starts another write (`failed`
+/// is set); what the others wrote meanwhile is put back with the rest.
 fn write_all(
     changes: &[Change],
     threads: usize,
@@ -144,7 +144,8 @@ fn write_all(
         }
         done
     });
-    let mut outcomes: Vec<(usize, Outcome)> = match outcomes {
+    // in the plan's order: the runs are, and parallel::map keeps theirs
+    let outcomes: Vec<(usize, Outcome)> = match outcomes {
         Ok(per_disk) => per_disk.into_iter().flatten().collect(),
         Err(p) => {
             return Err(roll_back(
@@ -155,7 +156,6 @@ fn write_all(
             ));
         }
     };
-    outcomes.sort_unstable_by_key(|(i, _)| *i);
     // the first failure in the plan's order, whichever thread saw it
     let cause = outcomes.iter().find_map(|(_, o)| match o {
         Outcome::NotWritten(c) | Outcome::Wrong(c) => Some(c.clone()),
