@@ -619,13 +619,12 @@ fn refuse_forgetting_every_device(
     scope: &Scope,
     forget: &BTreeSet<String>,
 ) -> Result<(), PlanError> {
-    let gone = |path: &str| snap.gone(path);
     let others: Vec<&String> = (snap.state.saved.iter())
         .filter(|(_, s)| !s.owners.iter().all(|o| scope.removed.as_ref() == Some(o)))
         .map(|(path, _)| path)
         .collect();
     if others.is_empty()
-        || !others.iter().all(|p| gone(p))
+        || !others.iter().all(|p| snap.gone(p))
         || !forget.iter().any(|p| others.contains(&p))
     {
         return Ok(());

@@ -133,10 +133,9 @@ fn write_all(
                 let _stop = StopOnPanic(failed);
                 write(&changes[i])
             };
-            match o {
-                Outcome::Vanished | Outcome::NotWritten(_) => mark(i, false),
-                _ => false,
-            };
+            if matches!(o, Outcome::Vanished | Outcome::NotWritten(_)) {
+                mark(i, false);
+            }
             if matches!(o, Outcome::NotWritten(_) | Outcome::Wrong(_)) {
                 failed.store(true, Ordering::Relaxed);
             }

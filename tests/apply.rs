@@ -492,26 +492,25 @@ fn a_disks_scheduler_is_written_before_its_other_attributes() {
         "p.toml",
         "[[rule]]\nname = \"s\"\nmatch = { name = \"sda\" }\ncpu_lat_limit_us = 20\n[rule.queue]\nnr_requests = \"64\"\nscheduler = \"mq-deadline\"\n",
     );
-    let doc = env
-        .run(&["apply", p.to_str().unwrap(), "--dry-run", "--json"])
-        .json();
-    let sda = common::device(&doc, "sda");
-    let paths: Vec<&str> = (sda["changes"].as_array().unwrap().iter())
-        .map(|c| c["path"].as_str().unwrap())
-        .collect();
+    // the paths of sda's planned changes, in the plan's order
+    let planned = |args: &[&str]| -> Vec<String> {
+        let doc = env.run(args).json();
+        (common::device(&doc, "sda")["changes"]
+            .as_array()
+            .unwrap()
+            .iter())
+        .map(|c| c["path"].as_str().unwrap().to_string())
+        .collect()
+    };
+    let paths = planned(&["apply", p.to_str().unwrap(), "--dry-run", "--json"]);
     assert_eq!(paths[0], "block/sda/queue/scheduler", "{paths:?}");
-    assert!(paths.contains(&"block/sda/queue/nr_requests"), "{paths:?}");
-    assert!(
-        paths.contains(&"block/sda/queue/cpu_lat_limit_us"),
-        "{paths:?}"
-    );
+    for attr in ["nr_requests", "cpu_lat_limit_us"] {
+        let path = format!("block/sda/queue/{attr}");
+        assert!(paths.contains(&path), "{paths:?}");
+    }
     // and back: restore puts the scheduler back first too
     assert_eq!(env.run(&["apply", p.to_str().unwrap()]).code, 0);
-    let doc = env.run(&["restore", "--dry-run", "--json"]).json();
-    let sda = common::device(&doc, "sda");
-    let paths: Vec<&str> = (sda["changes"].as_array().unwrap().iter())
-        .map(|c| c["path"].as_str().unwrap())
-        .collect();
+    let paths = planned(&["restore", "--dry-run", "--json"]);
     assert_eq!(paths.len(), 3, "{paths:?}");
     assert_eq!(paths[0], "block/sda/queue/scheduler", "{paths:?}");
 }
