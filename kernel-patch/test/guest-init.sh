@@ -210,6 +210,41 @@ check_governor() { # governor
 TEST=/sys/kernel/debug/blkqos_test
 TICK_US=4000	# CONFIG_HZ_250
 
+# "auto" never means polling: with C1 disabled on the I/O CPU, the only
+# halting state left (DEEP) stays allowed rather than POLL being forced.
+check_auto_not_poll() {
+	c1=/sys/devices/system/cpu/cpu1/cpuidle/state1/disable
+	echo menu >$CPUIDLE/current_governor
+	echo 1 >$c1
+	phase menu auto $IOS
+	echo 0 >$c1
+	expect "auto-with-c1-disabled-never-polls poll=$P_POLL deep=$P_DEEP" \
+		"$P_POLL" -le $((IOS / 8))
+}
+
+# Two writers, one per knob and CPU, racing: the pair kept is the last
+# one each wrote, in the attributes and in the lease the I/O then takes.
+check_knob_race() {
+	n=3000 l=$(knob nb0 limit_us) t=$(knob nb0 timeout_ms)
+	(i=0; while [ $i -lt $n ]; do echo 10 >"$l"; echo 20 >"$l"
+		i=$((i + 1)); done) &
+	a=$!
+	(i=0; while [ $i -lt $n ]; do echo 7 >"$t"; echo 200 >"$t"
+		i=$((i + 1)); done) &
+	b=$!
+	taskset -p -c 0 $a >/dev/null
+	taskset -p -c 1 $b >/dev/null
+	wait $a $b
+	lim=$(cat "$(knob nb0 limit_us)")
+	tmo=$(cat "$(knob nb0 timeout_ms)")
+	fio_qd1 nb0 1 >/dev/null
+	left=$(lease_of 1 | sed -n 's/.*left_ms=\([0-9]*\).*/\1/p')
+	expect "knobs-racing-keep-last-pair limit=$lim timeout=$tmo left_ms=$left" \
+		"$lim" = 20 -a "$tmo" = 200 -a "${left:-0}" -gt 100
+	echo -1 >"$(knob nb0 limit_us)"
+	echo 3 >"$(knob nb0 timeout_ms)"
+}
+
 # A CPU's live lease from the test driver: "limit_us=N left_ms=M"
 lease_of() { # cpu
 	sed -n "s/^cpu$1 //p" $TEST/lease
@@ -1026,6 +1061,13 @@ if [ "$ONLY" = lease ]; then
 	echo BLKQOS-DONE
 	reboot -f
 fi
+if [ "$ONLY" = bfix ]; then
+	check_knob_files
+	check_auto_not_poll
+	check_knob_race
+	echo BLKQOS-DONE
+	reboot -f
+fi
 if [ "$ONLY" = lapse ]; then
 	lapse_checks
 	echo BLKQOS-DONE
@@ -1055,6 +1097,8 @@ if [ "$MODE" = psd ]; then
 	for g in menu teo ladder; do
 		check_governor $g
 	done
+	check_auto_not_poll
+	check_knob_race
 	lapse_checks
 	check_lease_trace
 	check_strict_then_loose
