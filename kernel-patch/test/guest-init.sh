@@ -137,15 +137,6 @@ check_knob_files() {
 			fi
 		done
 	done
-	# a zero-length write(2) succeeds and changes nothing, as on any
-	# sysfs attribute (echo -n would not call write at all)
-	for attr in limit_us timeout_ms; do
-		f=$(knob nb0 $attr)
-		before=$(cat "$f")
-		res=$(zero-write "$f")
-		expect "zero-length-write-$attr $res" "$res" = "ret=0 errno=0" -a \
-			"$(cat "$f")" = "$before"
-	done
 	for bad in 0 -1 60001 4294967296; do
 		f=$(knob nb0 timeout_ms)
 		if echo $bad >"$f" 2>/dev/null; then
@@ -294,10 +285,14 @@ check_lapse() { # governor shape
 		expect "lapse-$g-$shape-tick-kept-while-leased $tickless" "$tickless" = 0
 		expect "lapse-$g-$shape-no-deep-during-io cpu0=$deep0 cpu1=$deep1" \
 			"$deep0" -le 8 -a "$deep1" -le 2
+		# from the last I/O's end: CPU0 renews there (it ends the
+		# request or hands it back); CPU1, the submitter, renewed at
+		# its dispatch, 1 ms (SLOW_NS) earlier
 		for cpu in 0 1; do
 			us=$(echo "$first" | sed -n "s/.*cpu$cpu \(-*[0-9]*\).*/\1/p")
-			expect "lapse-$g-$shape-cpu$cpu-deep-after-3000us-within-${bound}us ${us}us" \
-				"$us" -ge 3000 -a "$us" -le $bound
+			low=$((3000 - cpu * SLOW_NS / 1000))
+			expect "lapse-$g-$shape-cpu$cpu-deep-after-${low}us-within-${bound}us ${us}us" \
+				"$us" -ge $low -a "$us" -le $bound
 		done
 	done
 	echo -1 >"$(knob lx limit_us)"
@@ -331,7 +326,12 @@ check_lease_trace() {
 		complete_cpu=0 || fail setup-lt
 	echo 2 >/sys/block/lt/queue/rq_affinity
 	echo 10 >"$(knob lt limit_us)"
-	echo 3 >"$(knob lt timeout_ms)"
+	# Under -icount the vCPUs run in turn: while one runs, the other
+	# stands still in guest time, so a 3 ms lease could lapse between two
+	# of its I/Os, as a real CPU's cannot. 200 ms outlasts any such gap:
+	# the lease holds from the first I/O to 200 ms after the last.
+	echo 200 >"$(knob lt timeout_ms)"
+	max_left=$(((200000 + TICK_US - 1) / TICK_US * TICK_US + TICK_US))
 	for cpu in 0 1; do
 		a=$(cat /sys/devices/system/cpu/cpu$cpu/cpuidle/cpu_lat_lease)
 		expect "lease-attr-idle-cpu$cpu $a" "$a" = "-1 0"
@@ -346,44 +346,35 @@ check_lease_trace() {
 	fio --name=lt --filename=/dev/lt --rw=randread --bs=4k --ioengine=psync \
 		--direct=1 --cpus_allowed=1 --time_based --runtime=2 --size=64m \
 		--output-format=terse >/dev/null 2>&1 &
-	# the shell off fio's CPU: a pause in the I/O longer than the lease
-	# would give CPU1 a second start and lapse
 	taskset -p -c 0 $$ >/dev/null
 	sleep 0.5
-	# Under -icount the vCPUs run in turn: while the CPU reading runs, the
-	# other one stands still in guest time, so its lease can lapse between
-	# two of its I/Os, as a real CPU's cannot. Each CPU's reads must show
-	# "-1 0" or a 10 us lease with 4000 or 8000 us left (3 ms is 1 + 1
-	# jiffies at HZ=250), and the lease at least once in 20 reads.
+	# every read of each CPU shows the 10 us lease, with time left
+	# within one timeout rounded up to ticks plus one
 	for cpu in 0 1; do
 		f=/sys/devices/system/cpu/cpu$cpu/cpuidle/cpu_lat_lease
 		held=0 bad= i=0
 		while [ $i -lt 20 ]; do
-			v=$(cat $f)
-			case $v in
-			"10 4000" | "10 8000") held=$((held + 1)) ;;
-			"-1 0") ;;
-			*) bad="$bad [$v]" ;;
-			esac
+			set -- $(cat $f)
+			if [ "$1" = 10 ] && [ "$2" -gt 0 ] && [ "$2" -le $max_left ]; then
+				held=$((held + 1))
+			else
+				bad="$bad [$*]"
+			fi
 			i=$((i + 1))
 		done
-		expect "lease-attr-during-io-cpu$cpu held=$held/20$bad" "$held" -ge 1 -a -z "$bad"
+		expect "lease-attr-during-io-cpu$cpu held=$held/20$bad" "$held" = 20
 	done
 	# what blkqos metrics makes of the real sysfs with leases live (the
 	# harness runs promtool on the BLKQOS-PROM lines): both leases held
-	# in one of five runs, for the reason above
-	i=0 held=0
-	while [ $i -lt 5 ] && [ "$held" != 2 ]; do
-		blkqos metrics >/tmp/metrics.prom 2>/tmp/metrics.err
-		rc=$?
-		held=$(grep -c '^blkqos_cpu_lease_held{cpu="[01]"} 1$' /tmp/metrics.prom)
-		i=$((i + 1))
-	done
+	blkqos metrics >/tmp/metrics.prom 2>/tmp/metrics.err
+	rc=$?
+	held=$(grep -c '^blkqos_cpu_lease_held{cpu="[01]"} 1$' /tmp/metrics.prom)
 	expect "metrics-exit-0 $rc" $rc = 0
 	sed 's/^/BLKQOS-PROM /' /tmp/metrics.prom
-	expect "metrics-shows-both-leases held=$held runs=$i" "$held" = 2
+	expect "metrics-shows-both-leases held=$held" "$held" = 2
 	wait
-	sleep 0.1
+	# the 200 ms lease, rounded up, and the tick that sees it lapse
+	sleep 0.3
 	renewals=$(($(cat $TEST/renewals) - r0))
 	for e in start change lapse; do
 		echo 0 >$ev/cpu_latency_lease_$e/enable
@@ -396,11 +387,9 @@ check_lease_trace() {
 		starts=$(grep -c "^start $cpu 10\$" /tmp/lease-events)
 		lapses=$(grep -c "^lapse $cpu 10\$" /tmp/lease-events)
 		changes=$(grep -c "^change $cpu " /tmp/lease-events)
-		# one of each for the burst; a pause in the stream longer
-		# than the lease (the completions stop for 4-8 ms) would give
-		# one more pair, which is right but not what is measured
+		# one of each for the burst, which the 200 ms lease spans
 		expect "lease-trace-cpu$cpu-one-start-one-lapse start=$starts lapse=$lapses change=$changes" \
-			"$starts" = "$lapses" -a "$starts" -ge 1 -a "$starts" -le 2 -a "$changes" = 0
+			"$starts" = 1 -a "$lapses" = 1 -a "$changes" = 0
 	done
 	[ "$ONLY" != lease ] || grep cpu_latency_lease $tr/trace
 	events=$(wc -l </tmp/lease-events)
@@ -453,6 +442,8 @@ check_strict_then_loose() {
 
 # One renewal per CPU per I/O: dispatch, plus the CPU that ends the
 # request, plus the CPU whose interrupt hands it to another CPU.
+# Renewals that reach the lease (the test driver counts the calls the
+# hooks let through), per I/O and shape.
 check_renewals() {
 	n=200
 	# name:irqmode:complete_cpu:rq_affinity; "local" goes through
@@ -465,7 +456,9 @@ check_renewals() {
 			submit_queues=2 complete_cpu="$ccpu" || fail setup-rn
 		echo "$aff" >/sys/block/rn/queue/rq_affinity
 		echo 10 >"$(knob rn limit_us)"
-		[ $name = ipi ] && want=3 || want=2
+		# one at dispatch; one more on a CPU other than the
+		# submitter: the one that ends it, or hands it back by IPI
+		[ $name = local ] && want=1 || want=2
 		r0=$(cat $TEST/renewals)
 		fio_qd1 rn $n >/dev/null
 		r1=$(cat $TEST/renewals)
