@@ -1060,46 +1060,26 @@ clock_cost() {
 
 # the real NVMe topology (QEMU-emulated controllers, multipath, md, dm)
 [ ! -r /etc/guest-nvme.sh ] || . /etc/guest-nvme.sh
-if [ "$ONLY" = nvme ]; then
-	check_nvme
+# blkqos.only=NAME: one family of checks, then the end marker
+only() {
+	"$@"
 	echo BLKQOS-DONE
 	reboot -f
-fi
-if [ "$ONLY" = storm ]; then
-	check_udev_storm
-	echo BLKQOS-DONE
-	reboot -f
-fi
-if [ "$ONLY" = lease ]; then
-	check_lease_trace
-	echo BLKQOS-DONE
-	reboot -f
-fi
-if [ "$ONLY" = bfix ]; then
+}
+bfix_checks() {
 	check_knob_files
 	check_auto_not_poll
-	echo BLKQOS-DONE
-	reboot -f
-fi
-if [ "$ONLY" = race ]; then
+}
+race_checks() {
 	mknull nb0 queue_mode=2 irqmode=2 completion_nsec=$SLOW_NS \
 		submit_queues=2 || fail setup-nullb-mq
 	check_knob_race
-	echo BLKQOS-DONE
-	reboot -f
-fi
-if [ "$ONLY" = lapse ]; then
-	lapse_checks
-	echo BLKQOS-DONE
-	reboot -f
-fi
-if [ "$ONLY" = hotpath ]; then
+}
+hotpath_checks() {
 	clock_cost
 	hot_path
-	echo BLKQOS-DONE
-	reboot -f
-fi
-if [ "$ONLY" = bench ]; then
+}
+bench_checks() {
 	# blkqos.bench_hotpath=0: a second guest of the same kernel, which
 	# runs the other shape, does not measure the hot path again
 	grep -q 'blkqos\.bench_hotpath=0' /proc/cmdline || {
@@ -1107,9 +1087,17 @@ if [ "$ONLY" = bench ]; then
 		hot_path 1
 	}
 	[ "$MODE" = nopsd ] || bench_cross
-	echo BLKQOS-DONE
-	reboot -f
-fi
+}
+case $ONLY in
+nvme) only check_nvme ;;
+storm) only check_udev_storm ;;
+lease) only check_lease_trace ;;
+bfix) only bfix_checks ;;
+race) only race_checks ;;
+lapse) only lapse_checks ;;
+hotpath) only hotpath_checks ;;
+bench) only bench_checks ;;
+esac
 check_knob_files
 if [ "$MODE" = psd ]; then
 	clock_cost
