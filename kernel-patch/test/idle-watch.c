@@ -22,6 +22,23 @@
  *  <CLOCK_MONOTONIC ns>"; two snaps give the same shares for the time
  * between them (the latency runs' "while fio ran").
  *
+ *   idle-watch burst DEV IO_CPU BURST GAP_US NR_BURSTS
+ *
+ * times 4 KiB O_DIRECT reads of DEV from IO_CPU in NR_BURSTS bursts of
+ * BURST reads, one at a time, each burst after GAP_US of sleep, and prints
+ * the median, 90th percentile and maximum of the first read of each burst
+ * and of the others, in microseconds:
+ * "first_p50= first_p90= first_max= rest_p50= rest_p90= rest_max=". A gap
+ * longer than a lease's timeout lets every CPU that served the last burst
+ * sleep deep before the next one, as on a server between bursts of queries.
+ *
+ *   idle-watch sleeps CPU NR US
+ *
+ * sleeps NR times for US microseconds on CPU, each time idle in between,
+ * and prints how much longer than asked a sleep took on average, in ns:
+ * "over_ns=". The same on two kernels gives the difference in the cost
+ * of an idle entry and exit with its timer wake-up.
+ *
  * A reading is taken on the CPU itself: a CPU adds to a state's time only
  * when it leaves the state, so running there brings it up to date. The
  * test idle driver's deep state spins its exit latency inside its enter
@@ -33,6 +50,7 @@
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <limits.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -170,6 +188,102 @@ static int snap(void)
 	return 0;
 }
 
+static int cmp_ll(const void *a, const void *b)
+{
+	long long x = *(const long long *)a, y = *(const long long *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* the p-th percentile of n sorted values, nearest rank */
+static long long pct(const long long *v, int n, int p)
+{
+	int rank = (n * p + 99) / 100;
+
+	return n ? v[rank > 0 ? rank - 1 : 0] : -1;
+}
+
+static int burst(int argc, char **argv)
+{
+	int io_cpu, b, nr, dev, i, j, nf = 0, nrest = 0;
+	long long gap_ns, *first, *rest, t0;
+	unsigned long long lcg = 12345;
+	struct timespec gap;
+	void *buf;
+
+	if (argc != 7) {
+		fprintf(stderr, "usage: idle-watch burst DEV IO_CPU BURST GAP_US NR_BURSTS\n");
+		return 2;
+	}
+	io_cpu = atoi(argv[3]);
+	b = atoi(argv[4]);
+	gap_ns = atoll(argv[5]) * 1000LL;
+	nr = atoi(argv[6]);
+	if (b < 1 || nr < 1 || gap_ns < 0 || (long long)b * nr > INT_MAX / 2) {
+		fprintf(stderr, "idle-watch: bad burst arguments\n");
+		return 2;
+	}
+	first = calloc(nr, sizeof(*first));
+	rest = calloc((size_t)nr * b, sizeof(*rest));
+	dev = open(argv[2], O_RDONLY | O_DIRECT);
+	if (!first || !rest || dev < 0 || posix_memalign(&buf, 4096, 4096)) {
+		perror(argv[2]);
+		return 1;
+	}
+	pin(io_cpu);
+	gap.tv_sec = gap_ns / 1000000000LL;
+	gap.tv_nsec = gap_ns % 1000000000LL;
+	for (i = 0; i < nr; i++) {
+		clock_nanosleep(CLOCK_MONOTONIC, 0, &gap, NULL);
+		for (j = 0; j < b; j++) {
+			lcg = lcg * 6364136223846793005ULL + 1442695040888963407ULL;
+			t0 = now_ns();
+			if (pread(dev, buf, 4096, (off_t)((lcg >> 33) % 16384) * 4096) != 4096) {
+				perror("read");
+				return 1;
+			}
+			t0 = (now_ns() - t0) / 1000;
+			if (j)
+				rest[nrest++] = t0;
+			else
+				first[nf++] = t0;
+		}
+	}
+	qsort(first, nf, sizeof(*first), cmp_ll);
+	qsort(rest, nrest, sizeof(*rest), cmp_ll);
+	printf("first_p50=%lld first_p90=%lld first_max=%lld rest_p50=%lld rest_p90=%lld rest_max=%lld\n",
+	       pct(first, nf, 50), pct(first, nf, 90), pct(first, nf, 100),
+	       pct(rest, nrest, 50), pct(rest, nrest, 90), pct(rest, nrest, 100));
+	return 0;
+}
+
+static int sleeps(int argc, char **argv)
+{
+	long long nr, us, i, t0, over = 0;
+	struct timespec ts;
+
+	if (argc != 5) {
+		fprintf(stderr, "usage: idle-watch sleeps CPU NR US\n");
+		return 2;
+	}
+	nr = atoll(argv[3]);
+	us = atoll(argv[4]);
+	if (nr < 1 || us < 1 || us >= 1000000) {
+		fprintf(stderr, "idle-watch: bad sleeps arguments\n");
+		return 2;
+	}
+	pin(atoi(argv[2]));
+	ts.tv_sec = 0;
+	ts.tv_nsec = us * 1000;
+	for (i = 0; i < nr; i++) {
+		t0 = now_ns();
+		clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, NULL);
+		over += now_ns() - t0 - us * 1000;
+	}
+	printf("over_ns=%lld\n", over / nr);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct cpu_files files[MAX_CPUS];
@@ -182,10 +296,16 @@ int main(int argc, char **argv)
 
 	if (argc == 2 && !strcmp(argv[1], "snap"))
 		return snap();
+	if (argc > 1 && !strcmp(argv[1], "burst"))
+		return burst(argc, argv);
+	if (argc > 1 && !strcmp(argv[1], "sleeps"))
+		return sleeps(argc, argv);
 	if (argc != 5) {
 		fprintf(stderr,
 			"usage: idle-watch DEV IO_CPU NR_IOS WINDOW_US\n"
-			"       idle-watch snap\n");
+			"       idle-watch snap\n"
+			"       idle-watch burst DEV IO_CPU BURST GAP_US NR_BURSTS\n"
+			"       idle-watch sleeps CPU NR US\n");
 		return 2;
 	}
 	io_cpu = atoi(argv[2]);
