@@ -345,7 +345,7 @@ lapse_checks() {
 # 10 us, and CPU0 still sleeps deep in the gaps. The lease reaches CPU0 by
 # a function-call IPI once a burst, none while CPU0's own lease holds:
 # about 19 more than knob off (the first burst teaches which CPU takes the
-# interrupts), not one per read.
+# interrupts; 15 and 23 seen, other IPIs vary), not one per read (160).
 BURST_ARGS="8 20000 20"
 cal0() { awk '$1 == "CAL:" { print $2 }' /proc/interrupts; }
 check_irq_cpu_burst() { # governor
@@ -386,7 +386,7 @@ check_irq_cpu_burst() { # governor
 		"${deep_knob:-0}" -ge 10
 	extra=$((cal_knob - cal_off))
 	expect "irq-cpu-lease-ipis-once-a-burst-$g extra=$extra" \
-		"$extra" -ge 10 -a "$extra" -le 25
+		"$extra" -ge 10 -a "$extra" -le 40
 	rmnull ib
 	echo menu >$CPUIDLE/current_governor
 }
