@@ -344,7 +344,10 @@ lapse_checks() {
 # burst hands CPU0 the queue's lease and wakes it, so its exit runs while
 # the device works (200 us, longer than the 150 us exit): the first read
 # of a burst then takes no longer than with the deep state off, plus
-# 10 us, and CPU0 still sleeps deep in the gaps. The lease reaches CPU0 by
+# 10 us (median; the 90th percentile within 30 us: a CPU held by a lease
+# keeps its tick, whose handler a completion may have to wait for, 18 us
+# seen in a lock-debugging 6.12 guest), and CPU0 still sleeps deep in
+# the gaps. The lease reaches CPU0 by
 # a function-call IPI once a burst, none while CPU0's own lease holds:
 # about 19 more than knob off (the first burst teaches which CPU takes the
 # interrupts; 15 and 23 seen, other IPIs vary), not one per read (160).
@@ -372,6 +375,7 @@ check_irq_cpu_burst() { # governor
 		eval "cal_$cfg=$((c1 - c0))"
 		measure "burst gov=$g cfg=$cfg cpu0_deep=$(delta "$pre" "$post" 3) cpu0_call_ipis=$((c1 - c0)) $r"
 		eval "p90_$cfg=$(echo "$r" | sed -n 's/.*first_p90=\([0-9]*\).*/\1/p')"
+		eval "p50_$cfg=$(echo "$r" | sed -n 's/.*first_p50=\([0-9]*\).*/\1/p')"
 		eval "deep_$cfg=$(delta "$pre" "$post" 3)"
 		for c in 0 1; do
 			echo 0 >/sys/devices/system/cpu/cpu$c/cpuidle/state2/disable
@@ -382,8 +386,10 @@ check_irq_cpu_burst() { # governor
 	# model hides what the check is about
 	expect "irq-cpu-burst-$g-off-pays-exit first_p90=${p90_off}us floor=${p90_floor}us" \
 		"${p90_off:-0}" -ge $((${p90_floor:-0} + 100))
-	expect "irq-cpu-covered-first-of-burst-$g first_p90=${p90_knob}us floor=${p90_floor}us" \
-		"${p90_knob:-999999}" -le $((${p90_floor:-0} + 10))
+	expect "irq-cpu-covered-first-of-burst-$g first_p50=${p50_knob}us floor=${p50_floor}us" \
+		"${p50_knob:-999999}" -le $((${p50_floor:-0} + 10))
+	expect "irq-cpu-covered-first-of-burst-p90-$g first_p90=${p90_knob}us floor=${p90_floor}us" \
+		"${p90_knob:-999999}" -le $((${p90_floor:-0} + 30))
 	expect "irq-cpu-burst-$g-deep-between-bursts cpu0_deep=$deep_knob" \
 		"${deep_knob:-0}" -ge 10
 	extra=$((cal_knob - cal_off))
