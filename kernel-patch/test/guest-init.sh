@@ -372,11 +372,11 @@ check_irq_cpu_burst() { # governor
 		r=$(idle-watch burst /dev/ib 1 $BURST_ARGS)
 		c1=$(cal0)
 		post=$(idle-snap 0)
-		eval "cal_$cfg=$((c1 - c0))"
-		measure "burst gov=$g cfg=$cfg cpu0_deep=$(delta "$pre" "$post" 3) cpu0_call_ipis=$((c1 - c0)) $r"
+		deep=$(delta "$pre" "$post" 3)
+		measure "burst gov=$g cfg=$cfg cpu0_deep=$deep cpu0_call_ipis=$((c1 - c0)) $r"
+		eval "cal_$cfg=$((c1 - c0)) deep_$cfg=$deep"
 		eval "p90_$cfg=$(echo "$r" | sed -n 's/.*first_p90=\([0-9]*\).*/\1/p')"
 		eval "p50_$cfg=$(echo "$r" | sed -n 's/.*first_p50=\([0-9]*\).*/\1/p')"
-		eval "deep_$cfg=$(delta "$pre" "$post" 3)"
 		for c in 0 1; do
 			echo 0 >/sys/devices/system/cpu/cpu$c/cpuidle/state2/disable
 		done

@@ -188,6 +188,17 @@ static int snap(void)
 	return 0;
 }
 
+/* one 4 KiB read at a pseudo-random offset in the first 64 MiB */
+static int read_random(int dev, void *buf, unsigned long long *lcg)
+{
+	*lcg = *lcg * 6364136223846793005ULL + 1442695040888963407ULL;
+	if (pread(dev, buf, 4096, (off_t)((*lcg >> 33) % 16384) * 4096) != 4096) {
+		perror("read");
+		return -1;
+	}
+	return 0;
+}
+
 static int cmp_ll(const void *a, const void *b)
 {
 	long long x = *(const long long *)a, y = *(const long long *)b;
@@ -236,12 +247,9 @@ static int burst(int argc, char **argv)
 	for (i = 0; i < nr; i++) {
 		clock_nanosleep(CLOCK_MONOTONIC, 0, &gap, NULL);
 		for (j = 0; j < b; j++) {
-			lcg = lcg * 6364136223846793005ULL + 1442695040888963407ULL;
 			t0 = now_ns();
-			if (pread(dev, buf, 4096, (off_t)((lcg >> 33) % 16384) * 4096) != 4096) {
-				perror("read");
+			if (read_random(dev, buf, &lcg))
 				return 1;
-			}
 			t0 = (now_ns() - t0) / 1000;
 			if (j)
 				rest[nrest++] = t0;
@@ -324,13 +332,9 @@ int main(int argc, char **argv)
 	}
 
 	pin(io_cpu);
-	for (i = 0; i < nr; i++) {
-		lcg = lcg * 6364136223846793005ULL + 1442695040888963407ULL;
-		if (pread(dev, buf, 4096, (off_t)((lcg >> 33) % 16384) * 4096) != 4096) {
-			perror("read");
+	for (i = 0; i < nr; i++)
+		if (read_random(dev, buf, &lcg))
 			return 1;
-		}
-	}
 	t_last = now_ns();
 	for (cpu = 0; cpu < ncpu; cpu++)
 		read_awake(cpu, &files[cpu], &a[cpu]);
