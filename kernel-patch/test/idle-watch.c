@@ -22,7 +22,7 @@
  *  <CLOCK_MONOTONIC ns>"; two snaps give the same shares for the time
  * between them (the latency runs' "while fio ran").
  *
- *   idle-watch burst DEV IO_CPU BURST GAP_US NR_BURSTS
+ *   idle-watch burst DEV IO_CPU BURST GAP_US NR_BURSTS [raw]
  *
  * times 4 KiB O_DIRECT reads of DEV from IO_CPU in NR_BURSTS bursts of
  * BURST reads, one at a time, each burst after GAP_US of sleep, and prints
@@ -31,6 +31,8 @@
  * "first_p50= first_p90= first_max= rest_p50= rest_p90= rest_max=". A gap
  * longer than a lease's timeout lets every CPU that served the last burst
  * sleep deep before the next one, as on a server between bursts of queries.
+ * With "raw", prints each time instead, one per line, "first <us>" or
+ * "rest <us>": runs of two configurations taken in turns pool theirs.
  *
  *   idle-watch sleeps CPU NR US
  *
@@ -222,8 +224,8 @@ static int burst(int argc, char **argv)
 	struct timespec gap;
 	void *buf;
 
-	if (argc != 7) {
-		fprintf(stderr, "usage: idle-watch burst DEV IO_CPU BURST GAP_US NR_BURSTS\n");
+	if (argc != 7 && (argc != 8 || strcmp(argv[7], "raw"))) {
+		fprintf(stderr, "usage: idle-watch burst DEV IO_CPU BURST GAP_US NR_BURSTS [raw]\n");
 		return 2;
 	}
 	io_cpu = atoi(argv[3]);
@@ -256,6 +258,13 @@ static int burst(int argc, char **argv)
 			else
 				first[nf++] = t0;
 		}
+	}
+	if (argc == 8) {
+		for (i = 0; i < nf; i++)
+			printf("first %lld\n", first[i]);
+		for (i = 0; i < nrest; i++)
+			printf("rest %lld\n", rest[i]);
+		return 0;
 	}
 	qsort(first, nf, sizeof(*first), cmp_ll);
 	qsort(rest, nrest, sizeof(*rest), cmp_ll);
@@ -312,7 +321,7 @@ int main(int argc, char **argv)
 		fprintf(stderr,
 			"usage: idle-watch DEV IO_CPU NR_IOS WINDOW_US\n"
 			"       idle-watch snap\n"
-			"       idle-watch burst DEV IO_CPU BURST GAP_US NR_BURSTS\n"
+			"       idle-watch burst DEV IO_CPU BURST GAP_US NR_BURSTS [raw]\n"
 			"       idle-watch sleeps CPU NR US\n");
 		return 2;
 	}
