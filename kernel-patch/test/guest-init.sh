@@ -1193,8 +1193,9 @@ bfix_checks() {
 # the cross shape (the completion timer on CPU0, the completion sent back
 # to CPU1 by IPI, so that CPU1 holds no timer of the device's), with the
 # knob off and on. A lease moves the CPU's wake-up when its deadline
-# moves, at most once a tick; a tick restarted at every idle entry and
-# stopped again when fio runs would add two programmings per I/O.
+# moves, at most once a tick; a wake-up for the lapse set at each idle
+# entry and taken back when fio runs would add up to two programmings per
+# I/O (1.2 per read seen with the lapse left out of the busy path).
 check_tick() {
 	[ "$(cat /sys/devices/system/cpu/nohz_full)" = 1 ] ||
 		fail "tick-nohz-full-cpu1 $(cat /sys/devices/system/cpu/nohz_full)"
@@ -1225,7 +1226,40 @@ check_tick() {
 	echo -1 >"$(knob tk limit_us)"
 	echo menu >$CPUIDLE/current_governor
 	rmnull tk
+	check_tick_busy
 	taskset -p -c 0-1 $$ >/dev/null
+}
+
+# A busy nohz_full CPU: one task reading without a pause (irqmode=0: a
+# read completes in its own submission), so CPU1 never idles, its tick
+# stays stopped and every read renews the lease. The lapse matters only
+# to an idle CPU, which looks at it on its way into idle: a busy CPU must
+# not take a clock event per lease timeout (333 a second at 3 ms) to
+# look at a lapse that never comes.
+check_tick_busy() {
+	mknull tb queue_mode=2 irqmode=0 submit_queues=2 || fail setup-tb
+	echo 3 >"$(knob tb timeout_ms)"
+	for lim in -1 10; do
+		echo $lim >"$(knob tb limit_us)"
+		cat $TEST/reprograms >/tmp/r0
+		l0=$(awk '$1 == "LOC:" { print $3 }' /proc/interrupts)
+		fio --name=busy --filename=/dev/tb --rw=randread --bs=4k \
+			--ioengine=psync --direct=1 --size=64m --cpus_allowed=1 \
+			--norandommap --time_based --runtime=2 \
+			--output-format=terse --terse-version=3 >/tmp/fio.out 2>&1
+		l1=$(awk '$1 == "LOC:" { print $3 }' /proc/interrupts)
+		cat $TEST/reprograms >/tmp/r1
+		r=$(($(sed -n 's/^cpu1 //p' /tmp/r1) - $(sed -n 's/^cpu1 //p' /tmp/r0)))
+		ios=$(awk -F';' '$1 == 3 { print int($6 / 4) }' /tmp/fio.out)
+		measure "tick-busy limit=$lim secs=2 reads=$ios reprograms_cpu1=$r local_timer_irqs_cpu1=$((l1 - l0))"
+		[ $lim = -1 ] && off=$((l1 - l0)) || on=$((l1 - l0))
+	done
+	# two seconds: the residual nohz_full tick (1 a second) and fio's
+	# own start and end, with a margin; not 666 lapses
+	expect "tick-busy-nohz-full-no-timer-per-lease-timeout off=$off on=$on" \
+		"$on" -le $((off + 20))
+	echo -1 >"$(knob tb limit_us)"
+	rmnull tb
 }
 
 race_checks() {
@@ -1264,6 +1298,7 @@ race) only race_checks ;;
 lapse) only lapse_checks ;;
 burst) only burst_checks ;;
 tick) only check_tick ;;
+kunit) only check_kunit_modules ;;
 hotpath) only hotpath_checks ;;
 bench) only bench_checks ;;
 esac
