@@ -1234,8 +1234,11 @@ check_tick() {
 			measure "tick gov=$g limit=$lim ios=$n reprograms_cpu1=$r ticks=$ticks iops=${res%% *}"
 			[ $lim = -1 ] && off=$r || on=$r
 		done
+		# at most one programming a tick while fio runs, plus the
+		# one that arms the first lapse and the one that lets the
+		# last lapse go after the run (152 against 23 + 128 seen)
 		expect "tick-$g-nohz-full-no-reprogramming-per-io off=$off on=$on ios=$n ticks=$ticks" \
-			"$on" -le $((off + ticks))
+			"$on" -le $((off + ticks + 2))
 	done
 	echo -1 >"$(knob tk limit_us)"
 	echo menu >$CPUIDLE/current_governor
