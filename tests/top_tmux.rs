@@ -92,8 +92,10 @@ fn has_tmux() -> bool {
 /// `top` on the zoo in a 110x40 tmux pane, run by a shell that reports its
 /// exit status, records the terminal modes and then waits for a line.
 struct Session {
-    env: Env,
+    // dropped before env: its kill-server needs the socket in env's
+    // directory, which env's drop removes
     tmux: Tmux,
+    env: Env,
     stty: PathBuf,
     pid: PathBuf,
 }
@@ -136,8 +138,8 @@ impl Session {
         // keep the pane once the shell ends, to read its status
         tmux.cmd(&["set-option", "-t", "top", "remain-on-exit", "on"]);
         Session {
-            env,
             tmux,
+            env,
             stty,
             pid,
         }
