@@ -403,8 +403,7 @@ check_irq_cpu_burst() { # governor
 	mknull ik queue_mode=2 irqmode=1 submit_queues=2 || fail setup-ik
 	echo 10 >"$(knob ik limit_us)"
 	for cfg in off floor knob; do
-		rm -f /tmp/burst-$cfg
-		eval "cal_$cfg=0 deep_$cfg=0 use0_$cfg='0 0' use1_$cfg='0 0 0'"
+		rm -f /tmp/burst-$cfg /tmp/burst-use-$cfg
 	done
 	for round in $(seq $BURST_ROUNDS); do
 		for cfg in off floor knob; do
@@ -416,17 +415,21 @@ check_irq_cpu_burst() { # governor
 			c1=$(cal0)
 			post=$(idle-snap 0)
 			post1=$(idle-snap 1)
-			eval "set -- \$use0_$cfg \$use1_$cfg"
-			eval "cal_$cfg=\$((cal_$cfg + c1 - c0))
-				deep_$cfg=\$((deep_$cfg + $(delta "$pre" "$post" 3)))
-				use0_$cfg='$(($1 + $(delta "$pre" "$post" 1))) $(($2 + $(delta "$pre" "$post" 2)))'
-				use1_$cfg='$(($3 + $(delta "$pre1" "$post1" 1))) $(($4 + $(delta "$pre1" "$post1" 2))) $(($5 + $(delta "$pre1" "$post1" 3)))'"
+			# per run: call IPIs and deep entries on CPU0; poll and
+			# C1 entries on CPU0; poll, C1 and deep entries on CPU1
+			echo $((c1 - c0)) $(delta "$pre" "$post" 3) \
+				$(delta "$pre" "$post" 1) $(delta "$pre" "$post" 2) \
+				$(delta "$pre1" "$post1" 1) $(delta "$pre1" "$post1" 2) \
+				$(delta "$pre1" "$post1" 3) >>/tmp/burst-use-$cfg
 		done
 	done
 	burst_cfg off
 	for cfg in off floor knob; do
 		r=$(burst_summary /tmp/burst-$cfg)
-		eval "measure \"burst gov=$g cfg=$cfg cpu0_deep=\$deep_$cfg cpu0_call_ipis=\$cal_$cfg cpu0_poll_c1=\$use0_$cfg cpu1_poll_c1_deep=\$use1_$cfg $r\""
+		set -- $(awk '{ for (i = 1; i <= NF; i++) s[i] += $i }
+			END { for (i = 1; i <= 7; i++) printf "%d ", s[i] }' /tmp/burst-use-$cfg)
+		measure "burst gov=$g cfg=$cfg cpu0_deep=$2 cpu0_call_ipis=$1 cpu0_poll_c1=$3 $4 cpu1_poll_c1_deep=$5 $6 $7 $r"
+		eval "cal_$cfg=$1 deep_$cfg=$2"
 		eval "p90_$cfg=$(echo "$r" | sed -n 's/.*first_p90=\([0-9]*\).*/\1/p')"
 		eval "p50_$cfg=$(echo "$r" | sed -n 's/.*first_p50=\([0-9]*\).*/\1/p')"
 	done
