@@ -218,6 +218,24 @@ pub enum Command {
     },
     /// Live view: per disk IOPS and the limit in force, per CPU the share of
     /// time in each idle state and the lease; q quits
+    /// Hold the CPUs that serve a disk out of deep idle states while it
+    /// has I/O, from user space: for kernels without the queue knobs
+    /// (runs in the foreground; SIGHUP reads the profile again)
+    Lease {
+        #[arg(default_value = DEFAULT_PROFILE)]
+        profile: PathBuf,
+        /// How the first I/O after a lapse is seen
+        #[arg(long, value_enum, default_value_t = crate::cmd::lease::Detect::Auto)]
+        detect: crate::cmd::lease::Detect,
+        /// How often each disk's stat is read while no lease holds, when
+        /// the tracepoint is not used
+        #[arg(long, default_value = "1", value_name = "SECONDS", value_parser = parse_interval)]
+        idle_look: Duration,
+        /// Put back the values a killed run left, then exit (the unit's
+        /// stop step)
+        #[arg(long)]
+        put_back: bool,
+    },
     Top {
         /// Seconds between refreshes (0.1 to 3600)
         #[arg(long, default_value = "1", value_name = "SECONDS", value_parser = parse_interval)]
@@ -251,9 +269,9 @@ impl Command {
     }
 
     /// Every subcommand's name.
-    pub const NAMES: [&'static str; 11] = [
+    pub const NAMES: [&'static str; 12] = [
         "list", "check", "apply", "verify", "restore", "status", "explain", "udev", "coldplug",
-        "metrics", "top",
+        "metrics", "lease", "top",
     ];
 
     /// The subcommand's name, as typed.
@@ -269,6 +287,7 @@ impl Command {
             Command::Udev { .. } => "udev",
             Command::Coldplug { .. } => "coldplug",
             Command::Metrics { .. } => "metrics",
+            Command::Lease { .. } => "lease",
             Command::Top { .. } => "top",
         }
     }

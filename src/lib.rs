@@ -12,6 +12,7 @@ pub mod engine;
 pub mod error;
 pub mod idle;
 pub mod iostat;
+pub mod lease;
 pub mod logging;
 pub mod matcher;
 pub mod metrics;

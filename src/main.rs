@@ -115,6 +115,20 @@ fn run(ctx: &Ctx, command: &Command, out: &mut String) -> Result<u8, Error> {
         Command::Metrics {
             profile, output, ..
         } => cmd::metrics::metrics(ctx, profile, output.as_deref(), out),
+        Command::Lease {
+            profile,
+            detect,
+            idle_look,
+            put_back,
+        } => cmd::lease::lease(
+            ctx,
+            &cmd::lease::Options {
+                profile,
+                detect: *detect,
+                idle_look: *idle_look,
+                put_back: *put_back,
+            },
+        ),
         Command::Top { interval, .. } => cmd::top::top(ctx, *interval),
     }
 }
@@ -133,6 +147,7 @@ fn wants_json(c: &Command) -> Option<bool> {
         Command::Udev { .. }
         | Command::Coldplug { .. }
         | Command::Metrics { .. }
+        | Command::Lease { .. }
         | Command::Top { .. } => None,
     }
 }

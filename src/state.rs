@@ -52,6 +52,18 @@ pub struct State {
     /// Device -> the rule that owned it at the last apply.
     #[serde(default)]
     pub rules: BTreeMap<String, String>,
+    /// CPU attribute path -> what `blkqos lease` puts back there.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub leases: BTreeMap<String, LeaseSaved>,
+}
+
+/// A CPU a user-space lease may hold: its original, and the limits its
+/// leases may write over it, so that the values a killed run left can be
+/// told from someone else's.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct LeaseSaved {
+    pub original: String,
+    pub limits: BTreeSet<u64>,
 }
 
 impl Default for State {
@@ -60,6 +72,7 @@ impl Default for State {
             schema: SCHEMA,
             saved: BTreeMap::new(),
             rules: BTreeMap::new(),
+            leases: BTreeMap::new(),
         }
     }
 }
@@ -305,6 +318,19 @@ fn check(state: &State) -> Result<(), String> {
         if let Some(bad) = saved.owners.iter().find(|o| !is_kernel_name(o)) {
             return Err(format!(
                 "{path:?} is owned by {bad:?}; expected block device names"
+            ));
+        }
+    }
+    for (path, l) in &state.leases {
+        check_saved(path, &l.original)?;
+        if !path.starts_with("devices/system/cpu/") {
+            return Err(format!(
+                "a lease names {path:?}; expected devices/system/cpu/cpuN/power/pm_qos_resume_latency_us"
+            ));
+        }
+        if let Some(bad) = l.limits.iter().find(|&&v| v > i32::MAX as u64) {
+            return Err(format!(
+                "{path}: lease limit {bad}; expected at most 2147483647"
             ));
         }
     }

@@ -7,6 +7,7 @@ pub mod apply;
 pub mod check;
 pub mod explain;
 pub mod hotplug;
+pub mod lease;
 pub mod list;
 pub mod metrics;
 pub mod restore;

@@ -1,0 +1,371 @@
+//! The user-space lease's hand on the CPUs: each CPU's
+//! `power/pm_qos_resume_latency_us`, written while a lease holds the CPU
+//! and put back when it lapses.
+//!
+//! The value a CPU had before blkqos held it (set by an admin, TuneD or
+//! CRI-O) is its *original*: a lease writes the stricter of the original
+//! and its own limit, never a looser one, and writes the original back
+//! when it lapses. A value that someone else wrote while the lease held is
+//! reported and becomes the original (it is what they want once the lease
+//! lapses); a lapse leaves such a value as it is.
+
+use crate::abi::resume;
+use crate::state::LeaseSaved;
+use crate::sysfs::Sysfs;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// The attribute of one CPU, relative to the sysfs root.
+pub fn attr(cpu: u32) -> String {
+    format!("devices/system/cpu/cpu{cpu}/power/pm_qos_resume_latency_us")
+}
+
+/// What a CPU's attribute reads as a limit: `None` is no constraint (`0`),
+/// `Some(0)` no latency tolerated (`n/a`); `Err` for anything else.
+pub fn decode(text: &str) -> Result<Option<u64>, std::num::ParseIntError> {
+    match text.trim() {
+        "0" => Ok(None),
+        "n/a" => Ok(Some(0)),
+        t => t.parse().map(Some),
+    }
+}
+
+/// What a lease of `limit_us` writes over `original`: never looser.
+pub fn target(original: &str, limit_us: u64) -> String {
+    resume::encode(resume::strictest(
+        decode(original).unwrap_or(None),
+        Some(limit_us),
+    ))
+}
+
+/// Something the writer met and did not do as planned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Note {
+    /// Someone else wrote the CPU's value while a lease held it.
+    Changed {
+        cpu: u32,
+        wrote: String,
+        found: String,
+    },
+    /// The attribute could not be read or written.
+    Failed { cpu: u32, error: String },
+}
+
+impl std::fmt::Display for Note {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Note::Changed { cpu, wrote, found } => write!(
+                f,
+                "cpu{cpu}: pm_qos_resume_latency_us was changed to {found:?} by someone else while the lease held it at {wrote:?}; {found:?} is kept as the value to put back"
+            ),
+            Note::Failed { cpu, error } => write!(f, "cpu{cpu}: {error}"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Cpu {
+    original: String,
+    /// What the lease wrote, while it holds the CPU.
+    held: Option<String>,
+}
+
+/// Every CPU a lease holds or held; what is saved to put them back.
+#[derive(Debug, Clone, Default)]
+pub struct CpuQos {
+    cpus: BTreeMap<u32, Cpu>,
+}
+
+/// Whether `found` is a value a lease over `saved`'s original writes (or
+/// the original itself): a killed run's, safe to put back.
+pub fn ours(saved: &LeaseSaved, found: &str) -> bool {
+    found == saved.original || (saved.limits.iter()).any(|&l| target(&saved.original, l) == found)
+}
+
+impl CpuQos {
+    /// The CPUs held now, with what was written.
+    pub fn held(&self) -> impl Iterator<Item = (u32, &str)> {
+        self.cpus
+            .iter()
+            .filter_map(|(&c, s)| s.held.as_deref().map(|h| (c, h)))
+    }
+
+    /// The original of each CPU ever held, for the state file.
+    pub fn originals(&self) -> impl Iterator<Item = (u32, &str)> {
+        self.cpus.iter().map(|(&c, s)| (c, s.original.as_str()))
+    }
+
+    /// Note the original of each of `cpus` not seen yet, writing nothing:
+    /// saved before a lease first writes there, so that what a killed run
+    /// left can be put back. Returns what could not be read, and whether
+    /// an original was noted.
+    pub fn adopt(
+        &mut self,
+        sysfs: &Sysfs,
+        cpus: impl IntoIterator<Item = u32>,
+    ) -> (Vec<Note>, bool) {
+        let mut notes = Vec::new();
+        let mut changed = false;
+        for cpu in cpus {
+            if self.cpus.contains_key(&cpu) {
+                continue;
+            }
+            match read(sysfs, cpu) {
+                Ok(original) => {
+                    self.cpus.insert(
+                        cpu,
+                        Cpu {
+                            original,
+                            held: None,
+                        },
+                    );
+                    changed = true;
+                }
+                Err(n) => notes.push(n),
+            }
+        }
+        (notes, changed)
+    }
+
+    /// Bring the CPUs to `wanted` (CPU -> limit; a CPU not named is free).
+    /// Returns what went otherwise, and whether an original changed (the
+    /// state file must then be saved again).
+    pub fn sync(&mut self, sysfs: &Sysfs, wanted: &BTreeMap<u32, u64>) -> (Vec<Note>, bool) {
+        let mut notes = Vec::new();
+        let mut changed = false;
+        let cpus: BTreeSet<u32> = (wanted.keys().copied())
+            .chain(self.held().map(|(c, _)| c))
+            .collect();
+        for cpu in cpus {
+            let path = attr(cpu);
+            let found = match read(sysfs, cpu) {
+                Ok(v) => v,
+                Err(n) => {
+                    notes.push(n);
+                    continue;
+                }
+            };
+            let entry = self.cpus.entry(cpu).or_insert_with(|| {
+                changed = true;
+                Cpu {
+                    original: found.clone(),
+                    held: None,
+                }
+            });
+            match &entry.held {
+                Some(wrote) if *wrote != found => {
+                    notes.push(Note::Changed {
+                        cpu,
+                        wrote: wrote.clone(),
+                        found: found.clone(),
+                    });
+                    entry.original = found.clone();
+                    changed = true;
+                }
+                None if entry.original != found => {
+                    // changed while no lease held it: theirs is the original
+                    entry.original = found.clone();
+                    changed = true;
+                }
+                _ => {}
+            }
+            // a lapse puts the original back: unchanged when someone
+            // else's value just became it
+            let next = match wanted.get(&cpu) {
+                Some(&limit) => target(&entry.original, limit),
+                None => entry.original.clone(),
+            };
+            if next != found
+                && let Err(e) = sysfs.write(&path, &next)
+            {
+                notes.push(Note::Failed {
+                    cpu,
+                    error: format!("cannot write {next:?} to {path}: {e}"),
+                });
+                continue;
+            }
+            entry.held = wanted.contains_key(&cpu).then_some(next);
+        }
+        (notes, changed)
+    }
+}
+
+/// A CPU's value, when it is one the kernel reports.
+fn read(sysfs: &Sysfs, cpu: u32) -> Result<String, Note> {
+    let path = attr(cpu);
+    match sysfs.read(&path) {
+        Ok(v) if decode(&v).is_ok() => Ok(v),
+        Ok(v) => Err(Note::Failed {
+            cpu,
+            error: format!("{path} reads {v:?}; expected \"n/a\" or an integer"),
+        }),
+        Err(e) => Err(Note::Failed {
+            cpu,
+            error: format!("cannot read {path}: {e}"),
+        }),
+    }
+}
+
+/// Put back what a run that was killed left (the state's `leases`): each
+/// CPU that still has a value a lease writes gets its original; one that
+/// someone else changed since keeps theirs, and is reported. Returns what
+/// is reported, one line per CPU.
+pub fn put_back(sysfs: &Sysfs, saved: &BTreeMap<String, LeaseSaved>) -> Vec<String> {
+    let mut notes = Vec::new();
+    for (path, s) in saved {
+        match sysfs.read(path) {
+            Ok(found) if found == s.original => {}
+            Ok(found) if ours(s, &found) => {
+                if let Err(e) = sysfs.write(path, &s.original) {
+                    notes.push(format!("cannot put {:?} back in {path}: {e}", s.original));
+                }
+            }
+            Ok(found) => notes.push(format!(
+                "{path} reads {found:?}, not a value a lease wrote over {:?}: someone else's, left as it is",
+                s.original
+            )),
+            Err(e) => notes.push(format!("cannot read {path}: {e}")),
+        }
+    }
+    notes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs;
+
+    fn tree(values: &[&str]) -> (tempfile::TempDir, Sysfs) {
+        let dir = tempfile::tempdir().unwrap();
+        for (cpu, v) in values.iter().enumerate() {
+            let p = dir.path().join(attr(cpu as u32));
+            fs::create_dir_all(p.parent().unwrap()).unwrap();
+            fs::write(p, format!("{v}\n")).unwrap();
+        }
+        let sysfs = Sysfs::new(dir.path());
+        (dir, sysfs)
+    }
+
+    fn value(dir: &tempfile::TempDir, cpu: u32) -> String {
+        fs::read_to_string(dir.path().join(attr(cpu)))
+            .unwrap()
+            .trim()
+            .to_string()
+    }
+
+    fn want(pairs: &[(u32, u64)]) -> BTreeMap<u32, u64> {
+        pairs.iter().copied().collect()
+    }
+
+    #[test]
+    fn a_lease_writes_the_stricter_of_original_and_limit_and_puts_the_original_back() {
+        // cpu0 free, cpu1 set to 5 us by an admin, cpu2 to n/a
+        let (dir, sysfs) = tree(&["0", "5", "n/a"]);
+        let mut q = CpuQos::default();
+        let (notes, changed) = q.sync(&sysfs, &want(&[(0, 10), (1, 10), (2, 10)]));
+        assert_eq!(notes, []);
+        assert!(changed, "originals are new");
+        assert_eq!(
+            [value(&dir, 0), value(&dir, 1), value(&dir, 2)],
+            ["10", "5", "n/a"]
+        );
+        assert_eq!(q.held().count(), 3);
+        let (notes, changed) = q.sync(&sysfs, &want(&[(0, 10), (1, 10), (2, 10)]));
+        assert_eq!((notes, changed), (vec![], false), "nothing new");
+        let (notes, _) = q.sync(&sysfs, &want(&[]));
+        assert_eq!(notes, []);
+        assert_eq!(
+            [value(&dir, 0), value(&dir, 1), value(&dir, 2)],
+            ["0", "5", "n/a"]
+        );
+        assert_eq!(q.held().count(), 0);
+        assert_eq!(
+            q.originals().collect::<Vec<_>>(),
+            [(0, "0"), (1, "5"), (2, "n/a")]
+        );
+    }
+
+    #[test]
+    fn a_value_someone_else_wrote_while_held_is_reported_kept_and_not_undone() {
+        let (dir, sysfs) = tree(&["0", "0"]);
+        let mut q = CpuQos::default();
+        q.sync(&sysfs, &want(&[(0, 10), (1, 10)]));
+        // TuneD writes cpu0 while the lease holds it; cpu1 left alone
+        fs::write(dir.path().join(attr(0)), "50\n").unwrap();
+        let (notes, changed) = q.sync(&sysfs, &want(&[(0, 10), (1, 10)]));
+        assert_eq!(
+            notes,
+            [Note::Changed {
+                cpu: 0,
+                wrote: "10".into(),
+                found: "50".into()
+            }]
+        );
+        assert!(changed);
+        assert_eq!(value(&dir, 0), "10", "the lease still holds, strictest");
+        // someone else again, then the lapse: theirs stays
+        fs::write(dir.path().join(attr(0)), "2\n").unwrap();
+        let (notes, _) = q.sync(&sysfs, &want(&[]));
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert_eq!(value(&dir, 0), "2");
+        assert_eq!(value(&dir, 1), "0");
+        // a value changed while nothing held it becomes the original
+        fs::write(dir.path().join(attr(1)), "30\n").unwrap();
+        let (notes, changed) = q.sync(&sysfs, &want(&[(1, 10)]));
+        assert_eq!((notes.len(), changed), (0, true));
+        q.sync(&sysfs, &want(&[]));
+        assert_eq!(value(&dir, 1), "30");
+    }
+
+    #[test]
+    fn unreadable_cpus_are_reported_and_the_others_held() {
+        let (dir, sysfs) = tree(&["0", "garbage"]);
+        let mut q = CpuQos::default();
+        let (notes, _) = q.sync(&sysfs, &want(&[(0, 10), (1, 10), (7, 10)]));
+        assert_eq!(notes.len(), 2, "{notes:?}");
+        assert!(
+            notes[0]
+                .to_string()
+                .contains("expected \"n/a\" or an integer")
+        );
+        assert_eq!(value(&dir, 0), "10");
+        assert_eq!(value(&dir, 1), "garbage");
+    }
+
+    #[test]
+    fn put_back_restores_a_killed_runs_values_and_keeps_someone_elses() {
+        let (dir, sysfs) = tree(&["10", "7", "0"]);
+        let saved = |original: &str| LeaseSaved {
+            original: original.into(),
+            limits: [10].into(),
+        };
+        let map: BTreeMap<String, LeaseSaved> = [
+            (attr(0), saved("0")),
+            (attr(1), saved("0")),
+            (attr(2), saved("0")),
+            (attr(9), saved("0")),
+        ]
+        .into();
+        let notes = put_back(&sysfs, &map);
+        assert_eq!(value(&dir, 0), "0", "the killed run's 10 put back");
+        assert_eq!(value(&dir, 1), "7", "someone else's 7 left");
+        assert_eq!(notes.len(), 2, "{notes:?}");
+        assert!(notes[0].contains("someone else's"), "{notes:?}");
+        assert!(notes[1].contains("cpu9"), "{notes:?}");
+    }
+
+    #[test]
+    fn a_killed_runs_values_are_told_from_someone_elses() {
+        let s = LeaseSaved {
+            original: "50".into(),
+            limits: [10, 100].into(),
+        };
+        assert!(ours(&s, "50") && ours(&s, "10"));
+        assert!(!ours(&s, "100"), "a looser limit is never written");
+        assert!(!ours(&s, "20"));
+        let s = LeaseSaved {
+            original: "0".into(),
+            limits: [0].into(),
+        };
+        assert!(ours(&s, "n/a") && ours(&s, "0") && !ours(&s, "5"));
+    }
+}

@@ -1,0 +1,107 @@
+//! How `blkqos lease` sees that a device has I/O.
+//!
+//! - [`StatPoll`] reads each disk's `stat` (Documentation/block/stat.rst):
+//!   I/O completed since the last look, or in flight now. It costs the I/O
+//!   path nothing and works on every kernel, but sees a burst only at its
+//!   next look: a lease renewed by it lapses up to one look late, and one
+//!   that lapsed starts up to one look after the burst's first I/O.
+//! - [`crate::lease::tracepoint::IssueWatch`] arms the `block:block_rq_issue`
+//!   tracepoint for a device whose lease lapsed, so that the first I/O of the
+//!   next burst wakes the process; it is disarmed again while the lease
+//!   holds, when `StatPoll` renews it at no cost to the I/O path.
+
+use crate::sysfs::Sysfs;
+use std::collections::BTreeMap;
+
+/// The counters that say a disk had I/O.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Counts {
+    /// Requests completed: reads, writes, discards and flushes (the last
+    /// two where the kernel counts them).
+    done: u64,
+    in_flight: u64,
+}
+
+/// `stat`'s fields: reads completed (0), writes completed (4), in flight
+/// (8), discards completed (11, since 4.18), flushes completed (15, 5.5).
+fn parse(text: &str) -> Option<Counts> {
+    let f: Vec<u64> = (text.split_ascii_whitespace())
+        .map(|v| v.parse().ok())
+        .collect::<Option<_>>()?;
+    if f.len() < 11 {
+        return None;
+    }
+    let at = |i: usize| f.get(i).copied().unwrap_or(0);
+    Some(Counts {
+        done: at(0)
+            .wrapping_add(at(4))
+            .wrapping_add(at(11))
+            .wrapping_add(at(15)),
+        in_flight: at(8),
+    })
+}
+
+/// Each device's counters at the last look.
+#[derive(Debug, Default)]
+pub struct StatPoll {
+    last: BTreeMap<String, Counts>,
+}
+
+impl StatPoll {
+    /// Whether `device` had I/O since the last look: a request completed
+    /// or one in flight. The first look at a device counts only what is in
+    /// flight. An unreadable `stat` (the disk going away) is no I/O.
+    pub fn had_io(&mut self, sysfs: &Sysfs, device: &str) -> bool {
+        let Some(now) = sysfs
+            .read(&format!("block/{device}/stat"))
+            .ok()
+            .and_then(|t| parse(&t))
+        else {
+            self.last.remove(device);
+            return false;
+        };
+        let before = self.last.insert(device.to_string(), now);
+        now.in_flight > 0 || before.is_some_and(|b| b.done != now.done)
+    }
+
+    /// Forget a device that went.
+    pub fn forget(&mut self, device: &str) {
+        self.last.remove(device);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs;
+
+    #[test]
+    fn completions_or_requests_in_flight_are_io_and_a_quiet_disk_is_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let stat = dir.path().join("block/sda/stat");
+        fs::create_dir_all(stat.parent().unwrap()).unwrap();
+        let sysfs = Sysfs::new(dir.path());
+        let set = |line: &str| fs::write(&stat, line).unwrap();
+        let mut p = StatPoll::default();
+        // a 6.12 line: 17 fields
+        set("  100 0 800 5   20 0 160 3   0  9 8   0 0 0 0   4 1\n");
+        assert!(!p.had_io(&sysfs, "sda"), "first look, nothing in flight");
+        assert!(!p.had_io(&sysfs, "sda"), "nothing since");
+        set("  101 0 808 5   20 0 160 3   0  9 8   0 0 0 0   4 1\n");
+        assert!(p.had_io(&sysfs, "sda"), "a read completed");
+        set("  101 0 808 5   20 0 160 3   1  9 8   0 0 0 0   4 1\n");
+        assert!(p.had_io(&sysfs, "sda"), "one in flight");
+        set("  101 0 808 5   20 0 160 3   0  9 8   0 0 0 0   5 1\n");
+        assert!(p.had_io(&sysfs, "sda"), "a flush completed");
+        // an old kernel's 11 fields
+        let mut p = StatPoll::default();
+        set("101 0 808 5 20 0 160 3 0 9 8\n");
+        assert!(!p.had_io(&sysfs, "sda"));
+        set("101 0 808 5 21 0 168 3 0 9 8\n");
+        assert!(p.had_io(&sysfs, "sda"), "a write completed");
+        assert!(!p.had_io(&sysfs, "sda"));
+        set("garbage\n");
+        assert!(!p.had_io(&sysfs, "sda"));
+        assert!(!p.had_io(&sysfs, "nvme9n1"), "no such disk");
+    }
+}

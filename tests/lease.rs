@@ -1,0 +1,194 @@
+//! `blkqos lease` on a fake tree of a kernel without the queue knobs: the
+//! real binary, driven through the disks' `stat` files and signals, its
+//! effect read back from the CPUs' resume latencies.
+
+mod common;
+use blkqos::abi::Abi;
+use common::Env;
+use common::fixture::Fixture;
+use std::io::Read;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+const PROFILE: &str = r#"
+[[rule]]
+name = "nvme"
+match = { transport = "nvme" }
+cpu_lat_limit_us = 10
+cpu_lat_timeout_ms = 300
+"#;
+
+fn resume(cpu: u32) -> String {
+    format!("devices/system/cpu/cpu{cpu}/power/pm_qos_resume_latency_us")
+}
+
+fn env() -> (Env, String) {
+    let mut disk = String::new();
+    let env = Env::with(|root| {
+        let mut fx = Fixture::new(root, 3, Abi::None);
+        fx.nvme(0, "Fake NVMe", "S0");
+        disk = fx.nvme_ns(0, 1);
+        fx
+    });
+    env.fx.set_stat(&disk, 0, 0);
+    (env, disk)
+}
+
+/// The CPUs' values, in order.
+fn values(env: &Env) -> Vec<String> {
+    (0..3).map(|c| env.get(&resume(c))).collect()
+}
+
+/// Wait (at most 10 s) until `ok` holds; false if it never did.
+fn until(mut ok: impl FnMut() -> bool) -> bool {
+    let end = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < end {
+        if ok() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    ok()
+}
+
+fn start(env: &Env, profile: &std::path::Path) -> Child {
+    let child = env
+        .cmd()
+        .args(["lease", "--detect", "stat", "--idle-look", "0.1"])
+        .arg(profile)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // running once it saved the originals of the CPUs it may hold
+    assert!(
+        until(|| env.state.join("state.json").exists()
+            && env.state_json()["leases"]
+                .as_object()
+                .is_some_and(|l| l.len() == 3)),
+        "no originals saved"
+    );
+    child
+}
+
+fn signal(child: &Child, sig: i32) {
+    // SAFETY: kill(2) on the child's pid, which has not been waited for.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, sig) }, 0);
+}
+
+fn stop(mut child: Child, sig: i32) -> (i32, String) {
+    signal(&child, sig);
+    let status = child.wait().unwrap();
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    (status.code().unwrap_or(-1), err)
+}
+
+#[test]
+fn io_holds_the_cpus_at_the_limit_until_the_timeout_after_the_last_io() {
+    let (env, disk) = env();
+    // an admin's stricter value on cpu1
+    env.fx.put(&resume(1), "5");
+    let p = env.profile("p.toml", PROFILE);
+    let child = start(&env, &p);
+    assert_eq!(values(&env), ["0", "5", "0"], "nothing held before I/O");
+    env.fx.set_stat(&disk, 1, 0);
+    assert!(
+        until(|| values(&env) == ["10", "5", "10"]),
+        "{:?}",
+        values(&env)
+    );
+    // I/O that goes on keeps the lease (each look sees more)
+    for n in 2..8 {
+        env.fx.set_stat(&disk, n, 0);
+        std::thread::sleep(Duration::from_millis(100));
+        assert_eq!(values(&env), ["10", "5", "10"], "renewed by I/O {n}");
+    }
+    assert!(
+        until(|| values(&env) == ["0", "5", "0"]),
+        "{:?}",
+        values(&env)
+    );
+    let (code, err) = stop(child, libc::SIGTERM);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("CPUs 0-2 held at 10 us"), "{err}");
+    assert!(env.state_json().get("leases").is_none(), "leases dropped");
+}
+
+#[test]
+fn someone_elses_change_while_held_is_reported_and_kept_after_the_lapse() {
+    let (env, disk) = env();
+    let p = env.profile("p.toml", PROFILE);
+    let child = start(&env, &p);
+    env.fx.set_stat(&disk, 1, 0);
+    assert!(until(|| values(&env) == ["10", "10", "10"]));
+    env.fx.put(&resume(2), "50");
+    env.fx.set_stat(&disk, 2, 0);
+    // the lease holds on (the stricter 10), then lets 50 stand
+    assert!(
+        until(|| values(&env) == ["0", "0", "50"]),
+        "{:?}",
+        values(&env)
+    );
+    let (code, err) = stop(child, libc::SIGTERM);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("cpu2: pm_qos_resume_latency_us was changed to \"50\" by someone else"),
+        "{err}"
+    );
+}
+
+#[test]
+fn sighup_with_a_bad_profile_keeps_the_old_one_and_a_good_one_is_taken() {
+    let (env, disk) = env();
+    let p = env.profile("p.toml", PROFILE);
+    let child = start(&env, &p);
+    std::fs::write(&p, "[[rule]]\nname = 1\n").unwrap();
+    signal(&child, libc::SIGHUP);
+    env.fx.set_stat(&disk, 1, 0);
+    assert!(
+        until(|| values(&env) == ["10", "10", "10"]),
+        "the old profile still leases"
+    );
+    std::fs::write(&p, PROFILE.replace("= 10", "= 20")).unwrap();
+    signal(&child, libc::SIGHUP);
+    env.fx.set_stat(&disk, 2, 0);
+    assert!(
+        until(|| values(&env) == ["20", "20", "20"]),
+        "{:?}",
+        values(&env)
+    );
+    let (code, err) = stop(child, libc::SIGINT);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("keeping the profile read before"), "{err}");
+    assert!(
+        err.contains("p.toml:2"),
+        "where the profile is wrong: {err}"
+    );
+    assert_eq!(values(&env), ["0", "0", "0"], "put back at the end");
+}
+
+#[test]
+fn a_killed_runs_values_are_put_back_by_the_stop_step_and_someone_elses_kept() {
+    let (env, disk) = env();
+    let p = env.profile("p.toml", PROFILE.replace("300", "60000").as_str());
+    let child = start(&env, &p);
+    env.fx.set_stat(&disk, 1, 0);
+    assert!(until(|| values(&env) == ["10", "10", "10"]));
+    let (code, _) = stop(child, libc::SIGKILL);
+    assert_eq!(code, -1, "killed");
+    assert_eq!(values(&env), ["10", "10", "10"], "left held");
+    env.fx.put(&resume(1), "70");
+    let r = env.run(&["lease", "--put-back", p.to_str().unwrap()]);
+    assert_eq!(r.code, 1, "someone else's value is reported: {}", r.stderr);
+    assert_eq!(values(&env), ["0", "70", "0"]);
+    r.assert_stderr_has("cpu1/power/pm_qos_resume_latency_us reads \"70\"");
+    assert!(env.state_json().get("leases").is_none());
+    let r = env.run(&["lease", "--put-back", p.to_str().unwrap()]);
+    assert_eq!((r.code, r.stderr.as_str()), (0, ""), "nothing left");
+}
