@@ -216,12 +216,11 @@ pub enum Command {
         #[command(flatten)]
         no_lock: NoLock,
     },
-    /// Live view: per disk IOPS and the limit in force, per CPU the share of
-    /// time in each idle state and the lease; q quits
     /// Hold the CPUs that serve a disk out of deep idle states while it
     /// has I/O, from user space: for kernels without the queue knobs
     /// (runs in the foreground; SIGHUP reads the profile again)
     Lease {
+        /// The profile; drop-ins are read from blkqos.d beside it
         #[arg(default_value = DEFAULT_PROFILE)]
         profile: PathBuf,
         /// How the first I/O after a lapse is seen
@@ -236,6 +235,8 @@ pub enum Command {
         #[arg(long)]
         put_back: bool,
     },
+    /// Live view: per disk IOPS and the limit in force, per CPU the share of
+    /// time in each idle state and the lease; q quits
     Top {
         /// Seconds between refreshes (0.1 to 3600)
         #[arg(long, default_value = "1", value_name = "SECONDS", value_parser = parse_interval)]

@@ -151,10 +151,13 @@ fn sighup_with_a_bad_profile_keeps_the_old_one_and_a_good_one_is_taken() {
     std::fs::write(&p, "[[rule]]\nname = 1\n").unwrap();
     signal(&child, libc::SIGHUP);
     env.fx.set_stat(&disk, 1, 0);
-    assert!(
-        until(|| values(&env) == ["10", "10", "10"]),
-        "the old profile still leases"
-    );
+    if !until(|| values(&env) == ["10", "10", "10"]) {
+        let (code, err) = stop(child, libc::SIGKILL);
+        panic!(
+            "the old profile no longer leases: {:?} exit {code}: {err}",
+            values(&env)
+        );
+    }
     std::fs::write(&p, PROFILE.replace("= 10", "= 20")).unwrap();
     signal(&child, libc::SIGHUP);
     env.fx.set_stat(&disk, 2, 0);
@@ -191,4 +194,18 @@ fn a_killed_runs_values_are_put_back_by_the_stop_step_and_someone_elses_kept() {
     assert!(env.state_json().get("leases").is_none());
     let r = env.run(&["lease", "--put-back", p.to_str().unwrap()]);
     assert_eq!((r.code, r.stderr.as_str()), (0, ""), "nothing left");
+}
+
+#[test]
+fn restore_puts_back_what_a_killed_lease_left() {
+    let (env, disk) = env();
+    let p = env.profile("p.toml", PROFILE.replace("300", "60000").as_str());
+    let child = start(&env, &p);
+    env.fx.set_stat(&disk, 1, 0);
+    assert!(until(|| values(&env) == ["10", "10", "10"]));
+    stop(child, libc::SIGKILL);
+    let r = env.run(&["restore"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(values(&env), ["0", "0", "0"]);
+    assert!(env.state_json().get("leases").is_none());
 }

@@ -102,18 +102,24 @@ pub fn lease(ctx: &Ctx, opts: &Options) -> Result<u8, Error> {
     run.release()
 }
 
-/// What a killed run left, put back; whether anything stays reported.
-fn put_back(ctx: &Ctx) -> Result<bool, Error> {
+/// Put back what a killed run left (`restore` does too); returns what
+/// could not be put back, and is left as it is.
+pub fn put_back_left(ctx: &Ctx) -> Result<Vec<String>, Error> {
     if ctx.state.read()?.leases.is_empty() {
-        return Ok(false);
+        return Ok(Vec::new());
     }
     let mut locked = ctx.state.lock()?;
     let notes = cpuqos::put_back(&ctx.sysfs, &locked.state.leases);
+    locked.state.leases.clear();
+    locked.save()?;
+    Ok(notes)
+}
+
+fn put_back(ctx: &Ctx) -> Result<bool, Error> {
+    let notes = put_back_left(ctx)?;
     for n in &notes {
         log::warn!("{n}");
     }
-    locked.state.leases.clear();
-    locked.save()?;
     Ok(!notes.is_empty())
 }
 
@@ -196,7 +202,14 @@ impl<'a> Run<'a> {
                     g.timeout_ms
                 );
             }
+            let fresh = self.leases.grant(d).is_none();
             self.leases.set(d, grant, now);
+            // a new disk's counters, which the first look compares with,
+            // read before the state says the run has started; a request
+            // in flight now already counts
+            if fresh && self.stat.had_io(sysfs, d) {
+                self.leases.saw_io(d, now);
+            }
             if let Some(w) = &mut self.watch
                 && !w.watches(d)
                 && let Err(e) = watch(w, sysfs, d, g)

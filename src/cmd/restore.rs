@@ -37,6 +37,10 @@ pub fn restore(
     } else {
         let done = ctx.engine().run(&job).map_err(|f| f.error)?;
         let mut plan = done.plan;
+        if devices.is_empty() {
+            // what a killed `blkqos lease` left on the CPUs
+            plan.warnings.extend(super::lease::put_back_left(ctx)?);
+        }
         plan.warnings.extend(
             (done.vanished.iter()).map(|p| format!("{p}: vanished; forgetting its saved value")),
         );

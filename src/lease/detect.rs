@@ -50,14 +50,14 @@ pub struct StatPoll {
 impl StatPoll {
     /// Whether `device` had I/O since the last look: a request completed
     /// or one in flight. The first look at a device counts only what is in
-    /// flight. An unreadable `stat` (the disk going away) is no I/O.
+    /// flight. An unreadable `stat` (the disk going away) is no I/O, and
+    /// the next look compares with the last one read.
     pub fn had_io(&mut self, sysfs: &Sysfs, device: &str) -> bool {
         let Some(now) = sysfs
             .read(&format!("block/{device}/stat"))
             .ok()
             .and_then(|t| parse(&t))
         else {
-            self.last.remove(device);
             return false;
         };
         let before = self.last.insert(device.to_string(), now);
@@ -100,8 +100,10 @@ mod tests {
         set("101 0 808 5 21 0 168 3 0 9 8\n");
         assert!(p.had_io(&sysfs, "sda"), "a write completed");
         assert!(!p.had_io(&sysfs, "sda"));
-        set("garbage\n");
+        set("");
         assert!(!p.had_io(&sysfs, "sda"));
+        set("101 0 808 5 22 0 176 3 0 9 8\n");
+        assert!(p.had_io(&sysfs, "sda"), "against the last line read");
         assert!(!p.had_io(&sysfs, "nvme9n1"), "no such disk");
     }
 }
