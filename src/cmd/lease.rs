@@ -346,7 +346,13 @@ fn watch(
         .split_once(':')
         .and_then(|(a, b)| Some((a.parse().ok()?, b.parse().ok()?)))
         .ok_or_else(|| std::io::Error::other(format!("block/{disk}/dev reads {dev:?}")))?;
-    let cpus: Vec<u32> = g.cpus.iter().copied().collect();
+    // an offline CPU issues nothing, and has no events to open
+    let online = sysfs
+        .attr("devices/system/cpu/online")
+        .and_then(|l| crate::idle::parse_cpu_list(&l));
+    let cpus: Vec<u32> = (g.cpus.iter().copied())
+        .filter(|c| online.as_ref().is_none_or(|o| o.contains(c)))
+        .collect();
     w.add(disk, major, minor, &cpus)
 }
 
