@@ -41,6 +41,19 @@
  * "over_ns=". The same on two kernels gives the difference in the cost
  * of an idle entry and exit with its timer wake-up.
  *
+ *   idle-watch lease WATCH_CPU CPU MS
+ *
+ * reads CPU's live lease (debugfs blkqos_test/lease) from WATCH_CPU every
+ * millisecond for MS milliseconds, without forking: a look costs a read,
+ * and the next comes a millisecond after WATCH_CPU runs again. (Under TCG
+ * a CPU that reads without a pause left WATCH_CPU no turn for up to a
+ * second, likely -icount's round robin of the vCPUs on one host thread: a
+ * shell loop of fork, exec and sleep there then missed a lease that
+ * lapses a few milliseconds after the last read.) Prints the first limit
+ * seen other than none ("-1" if none), how many looks saw one, of how
+ * many, and the longest time between two looks, in microseconds:
+ * "lease=<limit> held_looks= looks= max_gap_us=".
+ *
  * A reading is taken on the CPU itself: a CPU adds to a state's time only
  * when it leaves the state, so running there brings it up to date. The
  * test idle driver's deep state spins its exit latency inside its enter
@@ -301,6 +314,56 @@ static int sleeps(int argc, char **argv)
 	return 0;
 }
 
+static int lease(int argc, char **argv)
+{
+	long long end, t, last = 0, gap = 0, looks = 0, held = 0;
+	struct timespec ms = { .tv_sec = 0, .tv_nsec = 1000000 };
+	char buf[4096], want[32], first[32] = "-1";
+	int fd, cpu;
+	ssize_t n;
+
+	if (argc != 5) {
+		fprintf(stderr, "usage: idle-watch lease WATCH_CPU CPU MS\n");
+		return 2;
+	}
+	pin(atoi(argv[2]));
+	cpu = atoi(argv[3]);
+	snprintf(want, sizeof(want), "cpu%d limit_us=", cpu);
+	fd = open("/sys/kernel/debug/blkqos_test/lease", O_RDONLY);
+	if (fd < 0) {
+		perror("blkqos_test/lease");
+		return 1;
+	}
+	end = now_ns() + atoll(argv[4]) * 1000000LL;
+	while ((t = now_ns()) < end) {
+		char *at, *v;
+
+		if (last && t - last > gap)
+			gap = t - last;
+		last = t;
+		n = pread(fd, buf, sizeof(buf) - 1, 0);
+		if (n < 0) {
+			perror("blkqos_test/lease");
+			return 1;
+		}
+		buf[n] = 0;
+		looks++;
+		clock_nanosleep(CLOCK_MONOTONIC, 0, &ms, NULL);
+		at = strstr(buf, want);
+		if (!at)
+			continue;
+		v = at + strlen(want);
+		if (!strncmp(v, "-1 ", 3))
+			continue;
+		held++;
+		if (!strcmp(first, "-1"))
+			sscanf(v, "%31s", first);
+	}
+	printf("lease=%s held_looks=%lld looks=%lld max_gap_us=%lld\n", first,
+	       held, looks, gap / 1000);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct cpu_files files[MAX_CPUS];
@@ -317,12 +380,15 @@ int main(int argc, char **argv)
 		return burst(argc, argv);
 	if (argc > 1 && !strcmp(argv[1], "sleeps"))
 		return sleeps(argc, argv);
+	if (argc > 1 && !strcmp(argv[1], "lease"))
+		return lease(argc, argv);
 	if (argc != 5) {
 		fprintf(stderr,
 			"usage: idle-watch DEV IO_CPU NR_IOS WINDOW_US\n"
 			"       idle-watch snap\n"
 			"       idle-watch burst DEV IO_CPU BURST GAP_US NR_BURSTS [raw]\n"
-			"       idle-watch sleeps CPU NR US\n");
+			"       idle-watch sleeps CPU NR US\n"
+			"       idle-watch lease WATCH_CPU CPU MS\n");
 		return 2;
 	}
 	io_cpu = atoi(argv[2]);
