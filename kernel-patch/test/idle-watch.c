@@ -349,7 +349,10 @@ static int lease(int argc, char **argv)
 		buf[n] = 0;
 		looks++;
 		clock_nanosleep(CLOCK_MONOTONIC, 0, &ms, NULL);
-		at = strstr(buf, want);
+		/* the line of CPU, at the start of a line */
+		for (at = strstr(buf, want); at && at != buf && at[-1] != '\n';
+		     at = strstr(at + 1, want))
+			;
 		if (!at)
 			continue;
 		v = at + strlen(want);
