@@ -1274,32 +1274,40 @@ check_tick_busy() {
 		n0=$(renewals_of 1)
 		l0=$(awk '$1 == "LOC:" { print $3 }' /proc/interrupts)
 		# the lease CPU1 holds while fio reads, looked at from CPU0
-		# every millisecond for the whole run: CPU0 may get no turn
-		# for a second while CPU1 reads (knob on or off), and a shell
-		# loop there (fork, exec, sleep) missed in about 1 run in 3 the
-		# few milliseconds the lease outlives the last read
-		idle-watch lease 0 1 3000 >/tmp/busy-lease &
+		# every millisecond from before fio starts to 20 ms after it
+		# ends: CPU0 may get no turn for a second while CPU1 reads
+		# (knob on or off), and a shell loop there (fork, exec, a 10
+		# ms sleep: each look several of CPU0's turns) landed no look
+		# while the lease was live in about 1 run in 3
+		idle-watch lease 0 1 30000 >/tmp/busy-lease &
+		w=$!
 		fio --name=busy --filename=/dev/tb --rw=randread --bs=4k \
 			--ioengine=psync --direct=1 --size=64m --cpus_allowed=1 \
 			--norandommap --time_based --runtime=2 \
 			--output-format=terse --terse-version=3 >/tmp/fio.out 2>&1
-		wait
+		kill $w
+		wait $w
 		l1=$(awk '$1 == "LOC:" { print $3 }' /proc/interrupts)
 		cat $TEST/reprograms >/tmp/r1
 		r=$(($(sed -n 's/^cpu1 //p' /tmp/r1) - $(sed -n 's/^cpu1 //p' /tmp/r0)))
 		ios=$(awk -F';' '$1 == 3 { print int($6 / 4) }' /tmp/fio.out)
 		held=$(cat /tmp/busy-lease)
 		renewed=$(($(renewals_of 1) - n0))
-		measure "tick-busy limit=$lim secs=2 reads=$ios reprograms_cpu1=$r local_timer_irqs_cpu1=$((l1 - l0)) renewals_cpu1=$renewed $held"
-		[ $lim = -1 ] && off=$((l1 - l0)) || on=$((l1 - l0))
+		measure "tick-busy limit=$lim fio_secs=2 reads=$ios reprograms_cpu1=$r local_timer_irqs_cpu1=$((l1 - l0)) renewals_cpu1=$renewed $held"
+		if [ $lim = -1 ]; then
+			off=$((l1 - l0)) held_off=$held
+		else
+			on=$((l1 - l0))
+		fi
 	done
 	# the busy CPU's tick stopped (else there is nothing to see: 500
 	# ticks in 2 s at HZ=250; 2 to 21 interrupts seen), and its lease
 	# held while it read
 	expect "tick-busy-tick-stopped off=$off" "$off" -le 50
 	expect "tick-busy-lease-held ${held%% *}" "${held%% *}" = lease=10
-	# two seconds: the residual nohz_full tick (1 a second) and fio's
-	# own start and end, with a margin; not one a lease timeout
+	expect "tick-busy-no-lease-knob-off ${held_off%% *}" "${held_off%% *}" = lease=-1
+	# fio's two seconds and its start and end: the residual nohz_full
+	# tick (1 a second), with a margin; not one a lease timeout
 	expect "tick-busy-nohz-full-no-timer-per-lease-timeout off=$off on=$on" \
 		"$on" -le $((off + 20))
 	echo -1 >"$(knob tb limit_us)"

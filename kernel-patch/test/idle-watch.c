@@ -41,11 +41,12 @@
  * "over_ns=". The same on two kernels gives the difference in the cost
  * of an idle entry and exit with its timer wake-up.
  *
- *   idle-watch lease WATCH_CPU CPU MS
+ *   idle-watch lease WATCH_CPU CPU MAX_MS
  *
  * reads CPU's live lease (debugfs blkqos_test/lease) from WATCH_CPU every
- * millisecond for MS milliseconds, without forking: a look costs a read,
- * and the next comes a millisecond after WATCH_CPU runs again. (Under TCG
+ * millisecond, without forking, until SIGTERM (and 20 ms more) or MAX_MS:
+ * a look costs a read, and the next comes a millisecond after WATCH_CPU
+ * runs again. (Under TCG
  * a CPU that reads without a pause left WATCH_CPU no turn for up to a
  * second, likely -icount's round robin of the vCPUs on one host thread: a
  * shell loop of fork, exec and sleep there then missed a lease that
@@ -67,6 +68,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -314,36 +316,54 @@ static int sleeps(int argc, char **argv)
 	return 0;
 }
 
+static volatile sig_atomic_t lease_stop;
+
+static void lease_term(int sig)
+{
+	(void)sig;
+	lease_stop = 1;
+}
+
 static int lease(int argc, char **argv)
 {
-	long long end, t, last = 0, gap = 0, looks = 0, held = 0;
+	long long end, t, last = 0, gap = 0, looks = 0, found = 0, held = 0;
 	struct timespec ms = { .tv_sec = 0, .tv_nsec = 1000000 };
-	char buf[4096], want[32], first[32] = "-1";
-	int fd, cpu;
+	char buf[1 << 16], want[32], first[32] = "-1";
+	int fd, watch, cpu;
+	long long max_ms;
 	ssize_t n;
 
-	if (argc != 5) {
-		fprintf(stderr, "usage: idle-watch lease WATCH_CPU CPU MS\n");
+	if (argc != 5 || sscanf(argv[2], "%d", &watch) != 1 ||
+	    sscanf(argv[3], "%d", &cpu) != 1 || sscanf(argv[4], "%lld", &max_ms) != 1 ||
+	    watch < 0 || watch >= CPU_SETSIZE || cpu < 0 || max_ms < 1) {
+		fprintf(stderr, "usage: idle-watch lease WATCH_CPU CPU MAX_MS\n");
 		return 2;
 	}
-	pin(atoi(argv[2]));
-	cpu = atoi(argv[3]);
+	pin(watch);
+	signal(SIGTERM, lease_term);
 	snprintf(want, sizeof(want), "cpu%d limit_us=", cpu);
 	fd = open("/sys/kernel/debug/blkqos_test/lease", O_RDONLY);
 	if (fd < 0) {
 		perror("blkqos_test/lease");
 		return 1;
 	}
-	end = now_ns() + atoll(argv[4]) * 1000000LL;
+	end = now_ns() + max_ms * 1000000LL;
 	while ((t = now_ns()) < end) {
-		char *at, *v;
+		char *at, *rest;
+		long v;
 
+		/* a last look after SIGTERM, then 20 ms more */
+		if (lease_stop == 1) {
+			lease_stop = 2;
+			end = t + 20000000LL;
+		}
 		if (last && t - last > gap)
 			gap = t - last;
 		last = t;
 		n = pread(fd, buf, sizeof(buf) - 1, 0);
-		if (n < 0) {
-			perror("blkqos_test/lease");
+		if (n < 0 || n == (ssize_t)sizeof(buf) - 1) {
+			fprintf(stderr, "idle-watch: blkqos_test/lease: %s\n",
+				n < 0 ? "unreadable" : "larger than the buffer");
 			return 1;
 		}
 		buf[n] = 0;
@@ -355,12 +375,26 @@ static int lease(int argc, char **argv)
 			;
 		if (!at)
 			continue;
-		v = at + strlen(want);
-		if (!strncmp(v, "-1 ", 3))
-			continue;
+		found++;
+		at += strlen(want);
+		if (!strncmp(at, "auto ", 5)) {
+			v = 0;
+		} else {
+			v = strtol(at, &rest, 10);
+			if (rest == at || *rest != ' ') {
+				fprintf(stderr, "idle-watch: cpu%d: %.20s\n", cpu, at);
+				return 1;
+			}
+			if (v == -1)
+				continue;
+		}
 		held++;
 		if (!strcmp(first, "-1"))
-			sscanf(v, "%31s", first);
+			sscanf(at, "%31s", first);
+	}
+	if (!found) {
+		fprintf(stderr, "idle-watch: no line for cpu%d in blkqos_test/lease\n", cpu);
+		return 1;
 	}
 	printf("lease=%s held_looks=%lld looks=%lld max_gap_us=%lld\n", first,
 	       held, looks, gap / 1000);
@@ -391,7 +425,7 @@ int main(int argc, char **argv)
 			"       idle-watch snap\n"
 			"       idle-watch burst DEV IO_CPU BURST GAP_US NR_BURSTS [raw]\n"
 			"       idle-watch sleeps CPU NR US\n"
-			"       idle-watch lease WATCH_CPU CPU MS\n");
+			"       idle-watch lease WATCH_CPU CPU MAX_MS\n");
 		return 2;
 	}
 	io_cpu = atoi(argv[2]);
