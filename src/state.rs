@@ -26,6 +26,7 @@ use std::time::{Duration, Instant};
 pub const SCHEMA: u32 = 1;
 const STATE_FILE: &str = "state.json";
 const LOCK_FILE: &str = "lock";
+const LEASE_LOCK_FILE: &str = "lease.lock";
 /// How long a run waits for another one's lock unless told otherwise
 /// (`--lock-timeout`): an apply takes milliseconds, one stuck in a kernel
 /// write or stopped must not hold every udev event and the boot unit.
@@ -197,6 +198,35 @@ impl StateDir {
         })
     }
 
+    /// The lock a running `blkqos lease` holds for its whole life, taken
+    /// without waiting: `None` when another process holds it. While it is
+    /// held, the state's `leases` are that process's: no other run puts
+    /// them back.
+    pub fn try_lease_lock(&self) -> Result<Option<File>, StateError> {
+        self.check_where_created()?;
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&self.dir)
+            .map_err(io_err(&self.dir))?;
+        let path = self.trusted_dir(true)?.join(LEASE_LOCK_FILE);
+        let lock = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .read(true)
+            .write(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW)
+            .open(&path)
+            .map_err(|e| io_err(&path)(trust::link_error(e)))?;
+        trust::require_regular(&lock).map_err(io_err(&path))?;
+        match lock.try_lock() {
+            Ok(()) => Ok(Some(lock)),
+            Err(fs::TryLockError::WouldBlock) => Ok(None),
+            Err(fs::TryLockError::Error(e)) => Err(io_err(&path)(e)),
+        }
+    }
+
     /// Before the state directory (and any missing directory above it) is
     /// made: the nearest directory that exists, and every one above it,
     /// must be one only root or the caller can change, or someone else
@@ -328,9 +358,9 @@ fn check(state: &State) -> Result<(), String> {
                 "a lease names {path:?}; expected devices/system/cpu/cpuN/power/pm_qos_resume_latency_us"
             ));
         }
-        if let Some(bad) = l.limits.iter().find(|&&v| v > i32::MAX as u64) {
+        if let Some(bad) = l.limits.iter().find(|&&v| v > LIMIT_MAX_US) {
             return Err(format!(
-                "{path}: lease limit {bad}; expected at most 2147483647"
+                "{path}: lease limit {bad}; expected at most {LIMIT_MAX_US}"
             ));
         }
     }
@@ -378,8 +408,12 @@ fn check_saved(path: &str, value: &str) -> Result<(), String> {
         }) =>
         {
             (
-                value == "n/a" || int_in(0..=i64::from(i32::MAX)),
-                "\"n/a\" or an integer from 0 to 2147483647".to_string(),
+                // as the kernel prints it: a leading zero would be octal
+                // to its parser
+                value == "n/a"
+                    || (int_in(0..=i64::from(i32::MAX))
+                        && (value == "0" || !value.starts_with('0'))),
+                "\"n/a\" or an integer from 0 to 2147483647 without leading zeros".to_string(),
             )
         }
         _ => {
@@ -576,6 +610,10 @@ mod tests {
             (
                 "devices/system/cpu/cpu1/power/pm_qos_resume_latency_us",
                 "2147483648",
+            ),
+            (
+                "devices/system/cpu/cpu1/power/pm_qos_resume_latency_us",
+                "010",
             ),
             ("devices/system/cpu/cpu1/online", "0"),
             ("/block/sda/queue/scheduler", "none"),

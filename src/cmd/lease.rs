@@ -43,33 +43,40 @@ pub struct Options<'a> {
 
 /// Put back what a killed run left, then run until told to stop.
 pub fn lease(ctx: &Ctx, opts: &Options) -> Result<u8, Error> {
-    let left = put_back(ctx)?;
+    // one lease at a time, and no put-back of a running one's CPUs
+    let Some(_lease_lock) = ctx.state.try_lease_lock()? else {
+        return Err(Error::Usage(
+            "another blkqos lease is running on this state directory; it puts its CPUs back when it stops".to_string(),
+        ));
+    };
+    let failed = put_back(ctx)?;
     if opts.put_back {
-        return Ok(if left { crate::error::EXIT_FAILED } else { 0 });
+        return Ok(if failed { crate::error::EXIT_FAILED } else { 0 });
     }
     let signals = Signals::new().map_err(|e| Error::Usage(format!("cannot catch signals: {e}")))?;
     let profile = Profile::load(opts.profile)?;
-    let mut run = Run::new(ctx, opts, profile);
+    let mut run = Run::new(ctx, opts, profile)?;
     run.regrant()?;
     let monitor = hotplug_monitor();
     loop {
         let sleep = run.step();
+        let watched: Vec<(i32, String)> = (run.watch.iter())
+            .flat_map(|w| w.armed_fds().into_iter().map(|(fd, d)| (fd, d.to_string())))
+            .collect();
         let mut fds: Vec<libc::pollfd> = [signals.term.as_raw_fd(), signals.hup.as_raw_fd()]
             .into_iter()
             .chain(monitor.as_ref().map(|m| m.as_raw_fd()))
-            .chain(
-                run.watch
-                    .iter()
-                    .flat_map(|w| w.armed_fds().into_iter().map(|(fd, _)| fd)),
-            )
+            .chain(watched.iter().map(|(fd, _)| *fd))
             .map(|fd| libc::pollfd {
                 fd,
                 events: libc::POLLIN,
                 revents: 0,
             })
             .collect();
+        // whole milliseconds, never 0: a look half a millisecond late
+        // keeps a lease that long, where 0 would spin
         let timeout = sleep.map_or(-1, |d| {
-            i32::try_from(d.as_micros().div_ceil(1000)).unwrap_or(i32::MAX)
+            i32::try_from(d.as_millis().max(1)).unwrap_or(i32::MAX)
         });
         // SAFETY: fds is a live, correctly sized array of pollfd.
         let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout) };
@@ -80,6 +87,15 @@ pub fn lease(ctx: &Ctx, opts: &Options) -> Result<u8, Error> {
             }
             continue;
         }
+        // an event that fails (its CPU went offline) would wake the loop
+        // for ever: its disk goes back to its stat
+        let first = fds.len() - watched.len();
+        for (pfd, (_, d)) in fds[first..].iter().zip(&watched) {
+            if pfd.revents & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0 {
+                log::warn!("{d}: its tracepoint events failed; reading its stat instead");
+                run.unwatch(d);
+            }
+        }
         if drain(&signals.term) {
             break;
         }
@@ -88,7 +104,7 @@ pub fn lease(ctx: &Ctx, opts: &Options) -> Result<u8, Error> {
                 Ok(p) => {
                     log::info!("{}: read again", opts.profile.display());
                     run.profile = p;
-                    run.regrant()?;
+                    run.regrant_or_log();
                 }
                 Err(e) => log::error!("{e}; keeping the profile read before"),
             }
@@ -96,31 +112,57 @@ pub fn lease(ctx: &Ctx, opts: &Options) -> Result<u8, Error> {
         if let Some(m) = &monitor
             && m.iter().count() > 0
         {
-            run.regrant()?;
+            run.regrant_or_log();
         }
     }
     run.release()
 }
 
-/// Put back what a killed run left (`restore` does too); returns what
-/// could not be put back, and is left as it is.
+/// Put back what a killed `blkqos lease` left, unless one is running (its
+/// leases are its own): `restore` does it too. Returns what is reported:
+/// someone else's values kept, and the CPUs that could not be put back,
+/// whose entries stay for the next try.
 pub fn put_back_left(ctx: &Ctx) -> Result<Vec<String>, Error> {
     if ctx.state.read()?.leases.is_empty() {
         return Ok(Vec::new());
     }
-    let mut locked = ctx.state.lock()?;
-    let notes = cpuqos::put_back(&ctx.sysfs, &locked.state.leases);
-    locked.state.leases.clear();
-    locked.save()?;
-    Ok(notes)
+    let Some(_lease_lock) = ctx.state.try_lease_lock()? else {
+        return Ok(vec![
+            "a blkqos lease is running: the CPUs it holds are left to it (stop it to put them back)".to_string(),
+        ]);
+    };
+    let out = put_back_entries(ctx)?;
+    Ok(out
+        .kept
+        .into_iter()
+        .chain(out.failed.into_values().map(|(_, why)| why))
+        .collect())
 }
 
+/// [`put_back_left`] with the lease lock already held.
+fn put_back_entries(ctx: &Ctx) -> Result<cpuqos::PutBack, Error> {
+    let mut locked = ctx.state.lock()?;
+    let out = cpuqos::put_back(&ctx.sysfs, &locked.state.leases);
+    locked.state.leases = (out.failed.iter())
+        .map(|(p, (s, _))| (p.clone(), s.clone()))
+        .collect();
+    locked.save()?;
+    Ok(out)
+}
+
+/// At start and for `--put-back`: whether a CPU could not be put back.
 fn put_back(ctx: &Ctx) -> Result<bool, Error> {
-    let notes = put_back_left(ctx)?;
-    for n in &notes {
+    if ctx.state.read()?.leases.is_empty() {
+        return Ok(false);
+    }
+    let out = put_back_entries(ctx)?;
+    for n in &out.kept {
         log::warn!("{n}");
     }
-    Ok(!notes.is_empty())
+    for (_, why) in out.failed.values() {
+        log::error!("{why}; kept in the state for the next try");
+    }
+    Ok(!out.failed.is_empty())
 }
 
 struct Run<'a> {
@@ -133,14 +175,22 @@ struct Run<'a> {
     qos: CpuQos,
     stat: StatPoll,
     watch: Option<IssueWatch>,
+    /// Every limit a grant gave each CPU during the run: the values the
+    /// run may have written there, which a put-back recognises.
+    limits: BTreeMap<u32, BTreeSet<u64>>,
     start: Instant,
 }
 
 impl<'a> Run<'a> {
-    fn new(ctx: &'a Ctx, opts: &Options, profile: Profile) -> Run<'a> {
+    fn new(ctx: &'a Ctx, opts: &Options, profile: Profile) -> Result<Run<'a>, Error> {
         let watch = match opts.detect {
             Detect::Stat => None,
-            Detect::Auto | Detect::Tracepoint => match IssueWatch::new() {
+            Detect::Tracepoint => Some(IssueWatch::new().map_err(|e| {
+                Error::Usage(format!(
+                    "--detect tracepoint: block:block_rq_issue cannot be used: {e}"
+                ))
+            })?),
+            Detect::Auto => match IssueWatch::new() {
                 Ok(w) => Some(w),
                 Err(e) => {
                     log::warn!(
@@ -151,7 +201,7 @@ impl<'a> Run<'a> {
                 }
             },
         };
-        Run {
+        Ok(Run {
             ctx,
             profile,
             idle_look: opts.idle_look,
@@ -161,7 +211,23 @@ impl<'a> Run<'a> {
             qos: CpuQos::default(),
             stat: StatPoll::default(),
             watch,
+            limits: BTreeMap::new(),
             start: Instant::now(),
+        })
+    }
+
+    /// A rescan that fails (the state lock busy, a scan error) keeps the
+    /// leases as they were, and the run goes on.
+    fn regrant_or_log(&mut self) {
+        if let Err(e) = self.regrant() {
+            log::error!("{e}; the disks and rules of the last scan stay in force");
+        }
+    }
+
+    /// A disk whose tracepoint events failed: its stat is read instead.
+    fn unwatch(&mut self, disk: &str) {
+        if let Some(w) = &mut self.watch {
+            w.remove(disk);
         }
     }
 
@@ -237,12 +303,11 @@ impl<'a> Run<'a> {
     }
 
     /// The state file's leases: every CPU a grant may hold, with its
-    /// original and the limits that may be written over it.
-    fn save(&self) -> Result<(), Error> {
-        let mut limits: BTreeMap<u32, BTreeSet<u64>> = BTreeMap::new();
+    /// original and every limit the run may have written over it.
+    fn save(&mut self) -> Result<(), Error> {
         for g in self.grants.values() {
             for &c in &g.cpus {
-                limits.entry(c).or_default().insert(g.limit_us);
+                self.limits.entry(c).or_default().insert(g.limit_us);
             }
         }
         let leases: BTreeMap<String, LeaseSaved> = (self.qos.originals())
@@ -251,7 +316,7 @@ impl<'a> Run<'a> {
                     cpuqos::attr(cpu),
                     LeaseSaved {
                         original: original.to_string(),
-                        limits: limits.remove(&cpu).unwrap_or_default(),
+                        limits: self.limits.get(&cpu).cloned().unwrap_or_default(),
                     },
                 )
             })
@@ -286,12 +351,20 @@ impl<'a> Run<'a> {
             self.leases.saw_io(&d, now);
         }
         let wanted = self.leases.wanted(now);
-        let (notes, changed) = self.qos.sync(sysfs, &wanted);
-        for n in notes {
+        let mut plan = self.qos.plan(sysfs, &wanted);
+        for n in &plan.notes {
             log::warn!("{n}");
         }
-        if changed && let Err(e) = self.save() {
-            log::error!("{e}");
+        // an original is saved before a value is written over it; when
+        // it cannot be, the CPU is not held (letting go is still safe)
+        if plan.changed
+            && let Err(e) = self.save()
+        {
+            log::error!("{e}; the CPUs whose original changed are not held until it can be saved");
+            plan.writes.retain(|(_, _, hold)| !hold);
+        }
+        for n in self.qos.write(sysfs, plan.writes) {
+            log::warn!("{n}");
         }
         let mut look: Option<Duration> = None;
         let mut shorter = |d: Duration| look = Some(look.map_or(d, |l| l.min(d)));
@@ -300,11 +373,15 @@ impl<'a> Run<'a> {
             if let Some(w) = &mut self.watch
                 && w.watches(d)
             {
-                if let Err(e) = w.arm(d, !live) {
-                    log::warn!("{d}: cannot arm its tracepoint: {e}");
-                }
-                if !live {
-                    continue;
+                match w.arm(d, !live) {
+                    Err(e) => {
+                        log::warn!(
+                            "{d}: cannot arm its tracepoint ({e}); reading its stat instead"
+                        );
+                        w.remove(d);
+                    }
+                    Ok(()) if !live => continue,
+                    Ok(()) => {}
                 }
             }
             if live {
@@ -320,17 +397,31 @@ impl<'a> Run<'a> {
         look
     }
 
-    /// Let every CPU go: the originals back, the state's leases dropped.
+    /// Let every CPU go: the originals back, the state's leases dropped
+    /// but for the CPUs that could not be put back.
     fn release(&mut self) -> Result<u8, Error> {
-        let (notes, _) = self.qos.sync(&self.ctx.sysfs, &BTreeMap::new());
-        let failed = !notes.is_empty();
-        for n in notes {
+        let sysfs = &self.ctx.sysfs;
+        let plan = self.qos.plan(sysfs, &BTreeMap::new());
+        let mut notes = plan.notes;
+        notes.extend(self.qos.write(sysfs, plan.writes));
+        for n in &notes {
             log::warn!("{n}");
         }
+        let still: BTreeSet<u32> = self.qos.held().map(|(c, _)| c).collect();
         let mut locked = self.ctx.state.lock()?;
-        locked.state.leases.clear();
+        locked
+            .state
+            .leases
+            .retain(|path, _| still.iter().any(|&c| cpuqos::attr(c) == *path));
         locked.save()?;
-        Ok(if failed { crate::error::EXIT_FAILED } else { 0 })
+        if !still.is_empty() {
+            log::error!(
+                "CPUs {} could not be put back; kept in the state for `blkqos restore`",
+                crate::idle::format_cpus(&still.into_iter().collect::<Vec<_>>())
+            );
+            return Ok(crate::error::EXIT_FAILED);
+        }
+        Ok(0)
     }
 }
 

@@ -73,6 +73,8 @@ struct Cpu {
 #[derive(Debug, Clone, Default)]
 pub struct CpuQos {
     cpus: BTreeMap<u32, Cpu>,
+    /// CPUs whose value could not be read, reported once.
+    unreadable: BTreeSet<u32>,
 }
 
 /// Whether `found` is a value a lease over `saved`'s original writes (or
@@ -120,32 +122,48 @@ impl CpuQos {
                     );
                     changed = true;
                 }
-                Err(n) => notes.push(n),
+                Err(n) => {
+                    if self.unreadable.insert(cpu) {
+                        notes.push(n);
+                    }
+                }
             }
         }
         (notes, changed)
     }
 
-    /// Bring the CPUs to `wanted` (CPU -> limit; a CPU not named is free).
-    /// Returns what went otherwise, and whether an original changed (the
-    /// state file must then be saved again).
-    pub fn sync(&mut self, sysfs: &Sysfs, wanted: &BTreeMap<u32, u64>) -> (Vec<Note>, bool) {
-        let mut notes = Vec::new();
-        let mut changed = false;
+    /// What bringing the CPUs to `wanted` (CPU -> limit; a CPU not named
+    /// is free) takes, with the originals brought up to date: a CPU is
+    /// read only where its value is to change (held anew, another limit,
+    /// let go), so a lease that holds costs no read. Write the changes
+    /// with [`CpuQos::write`] once the originals are saved (`changed`).
+    pub fn plan(&mut self, sysfs: &Sysfs, wanted: &BTreeMap<u32, u64>) -> Plan {
+        let mut plan = Plan::default();
         let cpus: BTreeSet<u32> = (wanted.keys().copied())
             .chain(self.held().map(|(c, _)| c))
             .collect();
         for cpu in cpus {
-            let path = attr(cpu);
+            let want = wanted.get(&cpu).copied();
+            if let (Some(entry), Some(limit)) = (self.cpus.get(&cpu), want)
+                && entry.held.as_deref() == Some(target(&entry.original, limit).as_str())
+            {
+                continue;
+            }
             let found = match read(sysfs, cpu) {
-                Ok(v) => v,
+                Ok(v) => {
+                    self.unreadable.remove(&cpu);
+                    v
+                }
                 Err(n) => {
-                    notes.push(n);
+                    // once, not at every step until it reads again
+                    if self.unreadable.insert(cpu) {
+                        plan.notes.push(n);
+                    }
                     continue;
                 }
             };
             let entry = self.cpus.entry(cpu).or_insert_with(|| {
-                changed = true;
+                plan.changed = true;
                 Cpu {
                     original: found.clone(),
                     held: None,
@@ -153,40 +171,75 @@ impl CpuQos {
             });
             match &entry.held {
                 Some(wrote) if *wrote != found => {
-                    notes.push(Note::Changed {
+                    plan.notes.push(Note::Changed {
                         cpu,
                         wrote: wrote.clone(),
                         found: found.clone(),
                     });
                     entry.original = found.clone();
-                    changed = true;
+                    plan.changed = true;
                 }
                 None if entry.original != found => {
                     // changed while no lease held it: theirs is the original
                     entry.original = found.clone();
-                    changed = true;
+                    plan.changed = true;
                 }
                 _ => {}
             }
             // a lapse puts the original back: unchanged when someone
             // else's value just became it
-            let next = match wanted.get(&cpu) {
-                Some(&limit) => target(&entry.original, limit),
+            let next = match want {
+                Some(limit) => target(&entry.original, limit),
                 None => entry.original.clone(),
             };
-            if next != found
-                && let Err(e) = sysfs.write(&path, &next)
-            {
-                notes.push(Note::Failed {
-                    cpu,
-                    error: format!("cannot write {next:?} to {path}: {e}"),
-                });
-                continue;
+            if next == found {
+                entry.held = want.map(|_| next);
+            } else {
+                plan.writes.push((cpu, next, want.is_some()));
             }
-            entry.held = wanted.contains_key(&cpu).then_some(next);
         }
-        (notes, changed)
+        plan
     }
+
+    /// Write what `plan` found to change. A CPU whose write fails stays
+    /// as it was: held (its original kept) if it was.
+    pub fn write(&mut self, sysfs: &Sysfs, writes: Vec<(u32, String, bool)>) -> Vec<Note> {
+        let mut notes = Vec::new();
+        for (cpu, value, hold) in writes {
+            let path = attr(cpu);
+            match sysfs.write(&path, &value) {
+                Ok(()) => {
+                    if let Some(e) = self.cpus.get_mut(&cpu) {
+                        e.held = hold.then_some(value);
+                    }
+                }
+                Err(e) => notes.push(Note::Failed {
+                    cpu,
+                    error: format!("cannot write {value:?} to {path}: {e}"),
+                }),
+            }
+        }
+        notes
+    }
+
+    /// [`CpuQos::plan`] and [`CpuQos::write`] at once, for the tests.
+    #[cfg(test)]
+    pub fn sync(&mut self, sysfs: &Sysfs, wanted: &BTreeMap<u32, u64>) -> (Vec<Note>, bool) {
+        let plan = self.plan(sysfs, wanted);
+        let mut notes = plan.notes;
+        notes.extend(self.write(sysfs, plan.writes));
+        (notes, plan.changed)
+    }
+}
+
+/// What [`CpuQos::plan`] found.
+#[derive(Debug, Default)]
+pub struct Plan {
+    pub notes: Vec<Note>,
+    /// An original changed: the state must be saved before the writes.
+    pub changed: bool,
+    /// (CPU, value, whether the lease holds it after).
+    pub writes: Vec<(u32, String, bool)>,
 }
 
 /// A CPU's value, when it is one the kernel reports.
@@ -205,28 +258,41 @@ fn read(sysfs: &Sysfs, cpu: u32) -> Result<String, Note> {
     }
 }
 
+/// What [`put_back`] did not put back.
+#[derive(Debug, Default)]
+pub struct PutBack {
+    /// Values someone else wrote since: left, and their entries dropped.
+    pub kept: Vec<String>,
+    /// CPUs that could not be read or written: their entries stay, for
+    /// the next try.
+    pub failed: BTreeMap<String, (LeaseSaved, String)>,
+}
+
 /// Put back what a run that was killed left (the state's `leases`): each
 /// CPU that still has a value a lease writes gets its original; one that
-/// someone else changed since keeps theirs, and is reported. Returns what
-/// is reported, one line per CPU.
-pub fn put_back(sysfs: &Sysfs, saved: &BTreeMap<String, LeaseSaved>) -> Vec<String> {
-    let mut notes = Vec::new();
+/// someone else changed since keeps theirs, and is reported.
+pub fn put_back(sysfs: &Sysfs, saved: &BTreeMap<String, LeaseSaved>) -> PutBack {
+    let mut out = PutBack::default();
     for (path, s) in saved {
         match sysfs.read(path) {
             Ok(found) if found == s.original => {}
             Ok(found) if ours(s, &found) => {
                 if let Err(e) = sysfs.write(path, &s.original) {
-                    notes.push(format!("cannot put {:?} back in {path}: {e}", s.original));
+                    let why = format!("cannot put {:?} back in {path}: {e}", s.original);
+                    out.failed.insert(path.clone(), (s.clone(), why));
                 }
             }
-            Ok(found) => notes.push(format!(
+            Ok(found) => out.kept.push(format!(
                 "{path} reads {found:?}, not a value a lease wrote over {:?}: someone else's, left as it is",
                 s.original
             )),
-            Err(e) => notes.push(format!("cannot read {path}: {e}")),
+            Err(e) => {
+                let why = format!("cannot read {path}: {e}");
+                out.failed.insert(path.clone(), (s.clone(), why));
+            }
         }
     }
-    notes
+    out
 }
 
 #[cfg(test)]
@@ -289,9 +355,12 @@ mod tests {
         let (dir, sysfs) = tree(&["0", "0"]);
         let mut q = CpuQos::default();
         q.sync(&sysfs, &want(&[(0, 10), (1, 10)]));
-        // TuneD writes cpu0 while the lease holds it; cpu1 left alone
+        // TuneD writes cpu0 while the lease holds it: a lease that holds
+        // reads nothing, so it is seen when the value is to change
         fs::write(dir.path().join(attr(0)), "50\n").unwrap();
         let (notes, changed) = q.sync(&sysfs, &want(&[(0, 10), (1, 10)]));
+        assert_eq!((notes.len(), changed), (0, false), "no read while held");
+        let (notes, changed) = q.sync(&sysfs, &want(&[(0, 5), (1, 10)]));
         assert_eq!(
             notes,
             [Note::Changed {
@@ -301,7 +370,7 @@ mod tests {
             }]
         );
         assert!(changed);
-        assert_eq!(value(&dir, 0), "10", "the lease still holds, strictest");
+        assert_eq!(value(&dir, 0), "5", "held on, strictest of 50 and 5");
         // someone else again, then the lapse: theirs stays
         fs::write(dir.path().join(attr(0)), "2\n").unwrap();
         let (notes, _) = q.sync(&sysfs, &want(&[]));
@@ -314,6 +383,31 @@ mod tests {
         assert_eq!((notes.len(), changed), (0, true));
         q.sync(&sysfs, &want(&[]));
         assert_eq!(value(&dir, 1), "30");
+    }
+
+    #[test]
+    fn a_cpu_that_cannot_be_put_back_stays_held_and_a_bad_one_is_reported_once() {
+        let (dir, sysfs) = tree(&["0", "0"]);
+        let mut q = CpuQos::default();
+        q.sync(&sysfs, &want(&[(0, 10), (1, 10)]));
+        // cpu1's attribute becomes a directory: its write fails
+        let p1 = dir.path().join(attr(1));
+        fs::remove_file(&p1).unwrap();
+        fs::create_dir(&p1).unwrap();
+        let (notes, _) = q.sync(&sysfs, &want(&[]));
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert_eq!(value(&dir, 0), "0");
+        assert_eq!(
+            q.held().map(|(c, _)| c).collect::<Vec<_>>(),
+            [1],
+            "still held"
+        );
+        let (notes, _) = q.sync(&sysfs, &want(&[]));
+        assert_eq!(
+            notes.len(),
+            0,
+            "an unreadable CPU is reported once: {notes:?}"
+        );
     }
 
     #[test]
@@ -345,12 +439,16 @@ mod tests {
             (attr(9), saved("0")),
         ]
         .into();
-        let notes = put_back(&sysfs, &map);
+        let out = put_back(&sysfs, &map);
         assert_eq!(value(&dir, 0), "0", "the killed run's 10 put back");
         assert_eq!(value(&dir, 1), "7", "someone else's 7 left");
-        assert_eq!(notes.len(), 2, "{notes:?}");
-        assert!(notes[0].contains("someone else's"), "{notes:?}");
-        assert!(notes[1].contains("cpu9"), "{notes:?}");
+        assert_eq!(out.kept.len(), 1, "{out:?}");
+        assert!(out.kept[0].contains("someone else's"), "{out:?}");
+        assert_eq!(
+            out.failed.keys().collect::<Vec<_>>(),
+            [&attr(9)],
+            "kept for the next try"
+        );
     }
 
     #[test]
