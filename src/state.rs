@@ -160,29 +160,7 @@ impl StateDir {
     /// Take the exclusive lock (waiting for other runs up to the lock
     /// timeout) and load the state.
     pub fn lock(&self) -> Result<Locked, StateError> {
-        self.check_where_created()?;
-        // Saved originals are root's business: the directory is made 0700 and
-        // its files 0600 (an existing directory keeps its mode).
-        fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&self.dir)
-            .map_err(io_err(&self.dir))?;
-        let dir = self.trusted_dir(true)?;
-        let lock_path = dir.join(LOCK_FILE);
-        // Read and write: the pid is written into it; O_NONBLOCK: a FIFO
-        // planted as the lock opens at once and is refused below;
-        // O_NOFOLLOW: nor is a link planted there followed.
-        let lock = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .read(true)
-            .write(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW)
-            .open(&lock_path)
-            .map_err(|e| io_err(&lock_path)(trust::link_error(e)))?;
-        trust::require_regular(&lock).map_err(io_err(&lock_path))?;
+        let (dir, lock, lock_path) = self.open_lock_file(LOCK_FILE)?;
         wait_for_lock(&lock, &lock_path, self.lock_timeout)?;
         // Name this run as the holder for the runs that wait for it.
         let pid = format!("{}\n", std::process::id());
@@ -203,13 +181,30 @@ impl StateDir {
     /// held, the state's `leases` are that process's: no other run puts
     /// them back.
     pub fn try_lease_lock(&self) -> Result<Option<File>, StateError> {
+        let (_, lock, path) = self.open_lock_file(LEASE_LOCK_FILE)?;
+        match lock.try_lock() {
+            Ok(()) => Ok(Some(lock)),
+            Err(fs::TryLockError::WouldBlock) => Ok(None),
+            Err(fs::TryLockError::Error(e)) => Err(io_err(&path)(e)),
+        }
+    }
+
+    /// The state directory, made if missing and trusted, and the lock file
+    /// `name` in it, opened (not locked).
+    fn open_lock_file(&self, name: &str) -> Result<(PathBuf, File, PathBuf), StateError> {
         self.check_where_created()?;
+        // Saved originals are root's business: the directory is made 0700 and
+        // its files 0600 (an existing directory keeps its mode).
         fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
             .create(&self.dir)
             .map_err(io_err(&self.dir))?;
-        let path = self.trusted_dir(true)?.join(LEASE_LOCK_FILE);
+        let dir = self.trusted_dir(true)?;
+        let path = dir.join(name);
+        // Read and write: the pid is written into it; O_NONBLOCK: a FIFO
+        // planted as the lock opens at once and is refused below;
+        // O_NOFOLLOW: nor is a link planted there followed.
         let lock = OpenOptions::new()
             .create(true)
             .truncate(false)
@@ -220,11 +215,7 @@ impl StateDir {
             .open(&path)
             .map_err(|e| io_err(&path)(trust::link_error(e)))?;
         trust::require_regular(&lock).map_err(io_err(&path))?;
-        match lock.try_lock() {
-            Ok(()) => Ok(Some(lock)),
-            Err(fs::TryLockError::WouldBlock) => Ok(None),
-            Err(fs::TryLockError::Error(e)) => Err(io_err(&path)(e)),
-        }
+        Ok((dir, lock, path))
     }
 
     /// Before the state directory (and any missing directory above it) is
