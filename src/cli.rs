@@ -234,6 +234,10 @@ pub enum Command {
         /// stop step)
         #[arg(long)]
         put_back: bool,
+        /// Exit at once, status 1, when the kernel has its own lease (the
+        /// queue knobs); 0 when it has none: the unit's ExecCondition
+        #[arg(long, conflicts_with = "put_back")]
+        unless_kernel_lease: bool,
     },
     /// Live view: per disk IOPS and the limit in force, per CPU the share of
     /// time in each idle state and the lease; q quits

@@ -120,6 +120,7 @@ fn run(ctx: &Ctx, command: &Command, out: &mut String) -> Result<u8, Error> {
             detect,
             idle_look,
             put_back,
+            unless_kernel_lease,
         } => cmd::lease::lease(
             ctx,
             &cmd::lease::Options {
@@ -127,6 +128,7 @@ fn run(ctx: &Ctx, command: &Command, out: &mut String) -> Result<u8, Error> {
                 detect: *detect,
                 idle_look: *idle_look,
                 put_back: *put_back,
+                unless_kernel_lease: *unless_kernel_lease,
             },
         ),
         Command::Top { interval, .. } => cmd::top::top(ctx, *interval),

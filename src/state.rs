@@ -157,6 +157,11 @@ impl StateDir {
         self.dir.join(STATE_FILE)
     }
 
+    /// The directory itself, as given (checked where a lock is taken).
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     /// Take the exclusive lock (waiting for other runs up to the lock
     /// timeout) and load the state.
     pub fn lock(&self) -> Result<Locked, StateError> {

@@ -241,3 +241,124 @@ fn a_second_lease_is_refused_and_restore_leaves_a_running_ones_cpus() {
     assert_eq!(code, 0, "{err}");
     assert_eq!(values(&env), ["0", "0", "0"]);
 }
+
+#[test]
+fn status_and_metrics_show_what_a_running_lease_holds_and_nothing_once_it_stopped() {
+    let (env, disk) = env();
+    let p = env.profile("p.toml", PROFILE);
+    let child = start(&env, &p);
+    env.fx.set_stat(&disk, 1, 0);
+    assert!(until(|| values(&env) == ["10", "10", "10"]));
+    // published once the values are written
+    assert!(until(|| env.state.join("lease.json").exists()));
+    let doc = env.run(&["status", "--json"]).json();
+    let cpus = common::device(&doc, "nvme0n1")["cpus"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert_eq!(cpus.len(), 3, "{doc:#}");
+    for c in &cpus {
+        let u = &c["user_lease"];
+        assert_eq!(u["mechanism"], "blkqos lease", "{c:#}");
+        assert_eq!(u["held"], true, "{c:#}");
+        assert_eq!(u["limit_us"], 10, "{c:#}");
+        assert_eq!(u["timeout_ms"], 300, "{c:#}");
+        assert_eq!(u["detect"], "stat", "{c:#}");
+        assert_eq!(u["disks"], serde_json::json!(["nvme0n1"]), "{c:#}");
+        assert_eq!(u["pid"], child.id(), "{c:#}");
+    }
+    let text = env.run(&["status"]).stdout;
+    assert!(
+        text.contains(&format!(
+            "blkqos lease (pid {}, stat; limit/timeout): cpu0=10us/<=300ms",
+            child.id()
+        )),
+        "{text}"
+    );
+    let m = env.run(&["metrics"]).stdout;
+    for c in 0..3 {
+        for line in [
+            format!("blkqos_cpu_user_lease_held{{cpu=\"{c}\"}} 1"),
+            format!("blkqos_cpu_user_lease_limit_seconds{{cpu=\"{c}\"}} 0.00001"),
+            format!("blkqos_cpu_user_lease_timeout_seconds{{cpu=\"{c}\"}} 0.3"),
+        ] {
+            assert!(m.lines().any(|l| l == line), "{line} in\n{m}");
+        }
+    }
+    // lapsed: served, not held
+    assert!(until(|| values(&env) == ["0", "0", "0"]));
+    assert!(until(|| {
+        let m = env.run(&["metrics"]).stdout;
+        m.lines()
+            .any(|l| l == "blkqos_cpu_user_lease_held{cpu=\"0\"} 0")
+            && !m.contains("blkqos_cpu_user_lease_limit_seconds{")
+    }));
+    let (code, err) = stop(child, libc::SIGTERM);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        !env.state.join("lease.json").exists(),
+        "removed at the stop"
+    );
+    let doc = env.run(&["status", "--json"]).json();
+    let cpus = common::device(&doc, "nvme0n1")["cpus"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert!(cpus.iter().all(|c| c["user_lease"].is_null()), "{doc:#}");
+    assert!(
+        !env.run(&["metrics"])
+            .stdout
+            .contains("blkqos_cpu_user_lease")
+    );
+}
+
+#[test]
+fn what_a_killed_lease_published_is_not_shown() {
+    let (env, disk) = env();
+    let p = env.profile("p.toml", PROFILE);
+    let child = start(&env, &p);
+    env.fx.set_stat(&disk, 1, 0);
+    assert!(until(
+        || env.state.join("lease.json").exists() && values(&env) == ["10", "10", "10"]
+    ));
+    stop(child, libc::SIGKILL);
+    // the file stays, its writer is gone
+    assert!(env.state.join("lease.json").exists());
+    let doc = env.run(&["status", "--json"]).json();
+    let cpus = common::device(&doc, "nvme0n1")["cpus"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert!(cpus.iter().all(|c| c["user_lease"].is_null()), "{doc:#}");
+    assert!(
+        !env.run(&["metrics"])
+            .stdout
+            .contains("blkqos_cpu_user_lease")
+    );
+    // and the stop step removes it with the values
+    let r = env.run(&["lease", "--put-back", p.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(!env.state.join("lease.json").exists());
+    assert_eq!(values(&env), ["0", "0", "0"]);
+}
+
+#[test]
+fn the_units_condition_says_whether_the_kernel_has_its_own_lease() {
+    let (stock, _) = env();
+    let r = stock.run(&["lease", "--unless-kernel-lease"]);
+    assert_eq!(r.code, 0, "no knobs: the lease is needed\n{}", r.stderr);
+    let patched = Env::with(|root| {
+        let mut fx = Fixture::new(root, 2, Abi::Queue);
+        fx.nvme(0, "Fake NVMe", "S0");
+        fx
+    });
+    let r = patched.run(&["lease", "--unless-kernel-lease"]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("the kernel has its own lease"),
+        "{}",
+        r.stderr
+    );
+    // nothing written, not even the state directory
+    assert!(!patched.state.exists());
+}

@@ -291,6 +291,29 @@ def test_check_mode_on_a_fresh_host_with_the_boot_unit(tmp):
           rc == 0 and task_result(out, "Disable the boot unit") == "skipping", out)
 
 
+def test_the_lease_unit_by_mode(tmp):
+    h = Host(tmp)
+    binary = os.path.join(tmp, "bin", "blkqos")
+    lease_unit = os.path.join(tmp, "blkqos-lease.service")
+    base = {"blkqos_boot_unit": True, "__blkqos_unit_path": os.path.join(tmp, "blkqos.service"),
+            "__blkqos_lease_unit_path": lease_unit}
+    # check mode with --diff shows the unit the role would write
+    rc, out, _ = h.play("--check", "--diff", extra=base)
+    check("lease auto: the unit keeps its ExecCondition, with the role's paths",
+          rc == 0 and task_result(out, "Install the lease unit") == "changed"
+          and f"+ExecCondition={binary} --sysfs {h.sys} --state-dir {h.state} lease --unless-kernel-lease" in out
+          and f"+ExecStart={binary} --sysfs {h.sys} --state-dir {h.state} lease {h.profile}" in out
+          and task_result(out, "Enable and start the lease unit, or stop and disable it") == "skipping", out)
+    rc, out, _ = h.play("--check", "--diff", extra=dict(base, blkqos_lease=True))
+    check("lease true: the unit runs whatever the kernel (no ExecCondition)",
+          rc == 0 and "+ExecStart=" in out and "+ExecCondition=" not in out, out)
+    rc, out, _ = h.play("--check", extra=dict(base, blkqos_lease="false"))
+    check("lease false (as a string): no unit written",
+          rc == 0 and task_result(out, "Install the lease unit") == "skipping", out)
+    rc, out, _ = h.play("--check", extra=dict(base, blkqos_lease="static"))
+    check("lease static: refused by the variable check", rc != 0 and "blkqos_lease one of auto, true, false" in out, out)
+
+
 def test_paths_the_unit_and_rule_cannot_take(tmp):
     h = Host(tmp)
     spaced = os.path.join(tmp, "my bin", "blkqos")
@@ -331,7 +354,7 @@ def main():
                  test_restored_puts_everything_back, test_invalid_profile_fails_before_writing,
                  test_profile_src_and_rendering, test_verify_lists_mismatches,
                  test_install_variables_do_what_they_say, test_empty_profile_keeps_the_host_profile,
-                 test_failed_apply_puts_the_profile_back, test_check_mode_on_a_fresh_host_with_the_boot_unit,
+                 test_failed_apply_puts_the_profile_back, test_check_mode_on_a_fresh_host_with_the_boot_unit, test_the_lease_unit_by_mode,
                  test_paths_the_unit_and_rule_cannot_take, test_lock_busy, test_restored_without_blkqos):
         if len(sys.argv) > 1 and test.__name__ not in sys.argv[1:]:
             continue

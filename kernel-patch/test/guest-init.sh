@@ -1202,6 +1202,250 @@ clock_cost() {
 	[ ! -r $f ] || measure "clock $(cat $f)"
 }
 
+# blkqos lease, the lease from user space, on the stock kernel
+# (blkqos.mode=stock: the Debian tree with the test idle driver and
+# cross-CPU null_blk, no series). The disk is the burst check's cross
+# shape: CPU1 submits, the completion interrupt lands on CPU0 and comes
+# back to CPU1 by IPI. The lease holds both CPUs (the disk's mq cpu_lists)
+# through their pm_qos_resume_latency_us; CPU1 starts with an admin's
+# 500 us, which must be back whenever no lease holds.
+ULEASE_BURST="8 20000 5 pos"
+ULEASE_ROUNDS=4
+qos() { cat /sys/devices/system/cpu/cpu$1/power/pm_qos_resume_latency_us; }
+qos_set() { echo "$2" >/sys/devices/system/cpu/cpu$1/power/pm_qos_resume_latency_us; }
+qos_both() { echo "$(qos 0) $(qos 1)"; }
+# context switches of a process: how often it woke
+wakeups() { awk '/ctxt_switches/ { s += $2 } END { print s + 0 }' /proc/$1/status; }
+# CPU time of a process, in microseconds (CONFIG_SCHEDSTATS)
+cpu_us() { awk '{ print int($1 / 1000) }' /proc/$1/schedstat; }
+ulease_start() { # detect
+	n0=$(grep -c "ul: CPUs 0-1 held at 10 us" /tmp/ulease.log)
+	blkqos lease --detect "$1" /etc/blkqos/blkqos.toml 2>>/tmp/ulease.log &
+	ul_pid=$!
+	i=0
+	while [ $i -lt 100 ] &&
+		[ "$(grep -c "ul: CPUs 0-1 held at 10 us" /tmp/ulease.log)" = "$n0" ]; do
+		sleep 0.1
+		i=$((i + 1))
+	done
+}
+ulease_stop() {
+	kill -TERM "$ul_pid"
+	wait "$ul_pid"
+}
+# leading reads of each burst slower than $1 us: "median max" over bursts
+paid_exits() { # threshold file
+	awk -v t="$1" '
+		$1 == 0 { if (NR > 1) c[n++] = k; k = 0; lead = 1 }
+		{ if (lead && $2 > t) k++; else lead = 0 }
+		END {
+			c[n++] = k
+			for (i = 0; i < n; i++)
+				for (j = i + 1; j < n; j++)
+					if (c[j] < c[i]) { x = c[i]; c[i] = c[j]; c[j] = x }
+			print c[int((n - 1) / 2)], c[n - 1]
+		}' "$2"
+}
+# "off": deep allowed, nothing holds; "floor": the deep state disabled;
+# "static": apply's fallback, both CPUs held at 10 us for good; "tp" and
+# "stat": blkqos lease seeing I/O through the tracepoint or the stat
+ulease_cfg_on() { # cfg
+	case $1 in
+	floor) for c in 0 1; do echo 1 >/sys/devices/system/cpu/cpu$c/cpuidle/state2/disable; done ;;
+	static) qos_set 0 10; qos_set 1 10 ;;
+	tp) ulease_start tracepoint ;;
+	stat) ulease_start stat ;;
+	esac
+}
+ulease_cfg_off() { # cfg
+	case $1 in
+	floor) for c in 0 1; do echo 0 >/sys/devices/system/cpu/cpu$c/cpuidle/state2/disable; done ;;
+	static) qos_set 0 0; qos_set 1 500 ;;
+	tp | stat) ulease_stop ;;
+	esac
+}
+check_user_lease() {
+	mknull ul queue_mode=2 irqmode=2 completion_nsec=200000 submit_queues=2 \
+		complete_cpu=1 irq_cpu=0 || fail setup-ul
+	echo 2 >/sys/block/ul/queue/rq_affinity
+	expect "ulease-stock-kernel-has-no-knobs" ! -e /sys/block/ul/queue/cpu_lat_limit_us \
+		-a ! -e /sys/devices/system/cpu/cpu0/cpuidle/lease
+	mkdir -p /etc/blkqos
+	cat >/etc/blkqos/blkqos.toml <<-EOF2
+	[[rule]]
+	name = "ul"
+	match = { name = "ul*" }
+	cpu_lat_limit_us = 10
+	cpu_lat_timeout_ms = 3
+	EOF2
+	cp /etc/blkqos/blkqos.toml /tmp/ul-good.toml
+	qos_set 1 500
+	# udevd with the project's rule runs beside the lease, as installed
+	start_udevd ulease-udevd-start
+	: >/tmp/ulease.log
+
+	# with the disk idle: the admin's value stays, the process sleeps
+	ulease_start auto
+	expect "ulease-auto-picks-tracepoint" -n "$(grep 'through the block:block_rq_issue tracepoint' /tmp/ulease.log)"
+	w0=$(wakeups $ul_pid)
+	u0=$(cpu_us $ul_pid)
+	pre=$(idle-snap 0)
+	sleep 10
+	post=$(idle-snap 0)
+	w1=$(wakeups $ul_pid)
+	u1=$(cpu_us $ul_pid)
+	measure "ulease-idle secs=10 wakeups=$((w1 - w0)) cpu_us=$((u1 - u0)) cpu0_deep_entries=$(delta "$pre" "$post" 3)"
+	expect "ulease-idle-wakes-at-most-once-a-second wakeups=$((w1 - w0))" $((w1 - w0)) -le 10
+	expect "ulease-idle-leaves-the-originals $(qos_both)" "$(qos_both)" = "0 500"
+
+	# during I/O both CPUs are held; after it, the originals come back
+	fio --name=h --filename=/dev/ul --rw=randread --bs=4k --direct=1 \
+		--ioengine=psync --cpus_allowed=1 --time_based --runtime=2 \
+		--output-format=terse >/dev/null 2>&1 &
+	f=$!
+	sleep 1
+	held=$(qos_both)
+	# status and metrics show it, the mechanism named
+	st=$(blkqos status --json 2>/dev/null | tr -d ' \n' |
+		grep -o '"user_lease":{"mechanism":"blkqoslease","pid":[0-9]*,"detect":"tracepoint","held":true,"limit_us":10,"timeout_ms":3' |
+		wc -l)
+	mt=$(blkqos metrics 2>/dev/null | grep -c '^blkqos_cpu_user_lease_held{cpu="[01]"} 1$')
+	# someone else writes CPU0's value while the lease holds it
+	qos_set 0 20
+	wait $f
+	sleep 0.1
+	expect "ulease-holds-both-cpus-during-io $held" "$held" = "10 10"
+	expect "ulease-status-and-metrics-show-it status=$st metrics=$mt" "$st" = 2 -a "$mt" = 2
+	expect "ulease-lapse-puts-back-and-keeps-a-later-value $(qos_both)" "$(qos_both)" = "20 500"
+	expect "ulease-reports-a-value-changed-under-it" \
+		-n "$(grep 'cpu0: pm_qos_resume_latency_us was changed to "20" by someone else' /tmp/ulease.log)"
+	qos_set 0 0
+
+	# a disk that comes and goes, through udev
+	mknull ul2 queue_mode=2 irqmode=0 submit_queues=2 || fail setup-ul2
+	udevadm settle -t 30
+	sleep 0.5
+	expect "ulease-follows-a-new-disk" -n "$(grep 'ul2: CPUs 0-1 held at 10 us' /tmp/ulease.log)"
+	rmnull ul2
+	udevadm settle -t 30
+	sleep 0.5
+	expect "ulease-follows-a-removed-disk" -n "$(grep 'ul2: no longer leased' /tmp/ulease.log)"
+
+	# SIGHUP with a bad profile keeps the one read before
+	echo 'cpu_lat_limit_us = [' >/etc/blkqos/blkqos.toml
+	kill -HUP $ul_pid
+	sleep 0.5
+	expect "ulease-bad-profile-on-sighup-keeps-the-old" -d /proc/$ul_pid \
+		-a -n "$(grep 'keeping the profile read before' /tmp/ulease.log)"
+	cp /tmp/ul-good.toml /etc/blkqos/blkqos.toml
+	ulease_stop
+	expect "ulease-sigterm-puts-back $(qos_both)" "$(qos_both)" = "0 500"
+
+	# SIGKILL while the lease holds: the values stay until the unit's
+	# stop step (ExecStopPost) or the next start puts them back
+	for next in stop-step start; do
+		ulease_start tracepoint
+		fio --name=k --filename=/dev/ul --rw=randread --bs=4k --direct=1 \
+			--ioengine=psync --cpus_allowed=1 --time_based --runtime=2 \
+			--output-format=terse >/dev/null 2>&1 &
+		f=$!
+		sleep 1
+		kill -KILL $ul_pid
+		wait $ul_pid 2>/dev/null
+		wait $f
+		expect "ulease-sigkill-leaves-cpus-held-$next $(qos_both)" "$(qos_both)" = "10 10"
+		if [ $next = stop-step ]; then
+			blkqos lease --put-back /etc/blkqos/blkqos.toml 2>>/tmp/ulease.log
+			expect "ulease-stop-step-puts-back $(qos_both)" $? = 0 -a "$(qos_both)" = "0 500"
+		else
+			ulease_start tracepoint
+			expect "ulease-next-start-puts-back $(qos_both)" "$(qos_both)" = "0 500"
+			ulease_stop
+		fi
+		expect "ulease-state-has-no-leases-left-$next" \
+			-z "$(grep -o pm_qos_resume_latency_us /run/blkqos/state.json)"
+	done
+
+	# bursts after idle gaps, the configurations in turns
+	for cfg in off floor static tp stat; do
+		rm -f /tmp/ub-$cfg /tmp/ub-use-$cfg
+	done
+	for round in $(seq $ULEASE_ROUNDS); do
+		for cfg in off floor static tp stat; do
+			ulease_cfg_on $cfg
+			pre=$(idle-snap 0)
+			pre1=$(idle-snap 1)
+			c0=0 u0=0
+			[ $cfg != tp -a $cfg != stat ] || { c0=$(wakeups $ul_pid); u0=$(cpu_us $ul_pid); }
+			idle-watch burst /dev/ul 1 $ULEASE_BURST >>/tmp/ub-$cfg
+			c1=0 u1=0
+			[ $cfg != tp -a $cfg != stat ] || { c1=$(wakeups $ul_pid); u1=$(cpu_us $ul_pid); }
+			post=$(idle-snap 0)
+			post1=$(idle-snap 1)
+			# deep entries and deep time (us), idle time, on CPU0 and
+			# CPU1; the process's wake-ups and CPU time
+			echo $(delta "$pre" "$post" 3) $(delta "$pre" "$post" 6) \
+				$(($(delta "$pre" "$post" 4) + $(delta "$pre" "$post" 5) + $(delta "$pre" "$post" 6))) \
+				$(delta "$pre1" "$post1" 3) $(delta "$pre1" "$post1" 6) \
+				$(($(delta "$pre1" "$post1" 4) + $(delta "$pre1" "$post1" 5) + $(delta "$pre1" "$post1" 6))) \
+				$((c1 - c0)) $((u1 - u0)) >>/tmp/ub-use-$cfg
+			ulease_cfg_off $cfg
+			[ "$(qos_both)" = "0 500" ] || fail "ulease-burst-$cfg-puts-back $(qos_both)"
+		done
+	done
+	floor_rest=$(awk '$1 > 0 { print $2 }' /tmp/ub-floor | sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')
+	for cfg in off floor static tp stat; do
+		awk '$1 == 0 { print "first", $2 } $1 > 0 { print "rest", $2 }' /tmp/ub-$cfg >/tmp/ub-raw
+		r=$(burst_summary /tmp/ub-raw)
+		set -- $(paid_exits $((floor_rest + 75)) /tmp/ub-$cfg)
+		paid="paid_exit_p50=$1 paid_exit_max=$2"
+		set -- $(awk '{ for (i = 1; i <= NF; i++) s[i] += $i }
+			END { for (i = 1; i <= 8; i++) printf "%d ", s[i] }' /tmp/ub-use-$cfg)
+		measure "ulease-burst cfg=$cfg cpu0_deep=$1 cpu0_deep_pct=$(($2 * 100 / ($3 + 1))) cpu1_deep=$4 cpu1_deep_pct=$(($5 * 100 / ($6 + 1))) wakeups=$7 cpu_us=$8 $paid $r"
+		eval "p90_$cfg=$(echo "$r" | sed -n 's/.*first_p90=\([0-9]*\).*/\1/p')"
+		eval "rest90_$cfg=$(echo "$r" | sed -n 's/.*rest_p90=\([0-9]*\).*/\1/p')"
+		eval "deep_$cfg=$1 paidmax_$cfg=$2"
+	done
+	# the lease lets both CPUs sleep deep between bursts, and holds them
+	# from the second read of a burst on at the latest (a resume latency
+	# write does not wake a CPU already deep: the first read pays)
+	expect "ulease-burst-deep-between-bursts cpu0_deep=$deep_tp" "${deep_tp:-0}" -ge 10
+	expect "ulease-burst-rest-held rest_p90=${rest90_tp}us floor=${rest90_floor}us" \
+		"${rest90_tp:-999999}" -le $((${rest90_floor:-0} + 30))
+	expect "ulease-burst-at-most-two-reads-pay paid_exit_max=$paidmax_tp" "${paidmax_tp:-9}" -le 2
+
+	# sustained I/O at 200 us completions: p99 against deep disabled
+	for cfg in floor tp floor tp; do
+		ulease_cfg_on $cfg
+		set -- $(fio_qd1 ul 2000)
+		ulease_cfg_off $cfg
+		measure "ulease-sustained cfg=$cfg iops=$1 clat_mean_us=$2 p99_us=$3 max_us=$4"
+		eval "p99_$cfg=\"\${p99_$cfg:-} $3\""
+	done
+	set -- $p99_floor $p99_tp
+	expect "ulease-sustained-p99-within-5pct floor=$1,$2 tp=$3,$4" \
+		$(($3 * 100)) -le $(($1 * 105)) -a $(($4 * 100)) -le $(($2 * 105))
+
+	# what the process costs the I/O path and itself, on a disk that
+	# completes at once: the static hold against the lease (the
+	# tracepoint's events disabled while it holds, its stat read twice a
+	# timeout)
+	mknull ulh queue_mode=2 irqmode=0 submit_queues=2 || fail setup-ulh
+	for cfg in static tp static tp; do
+		ulease_cfg_on $cfg
+		u0=0
+		[ $cfg != tp ] || u0=$(cpu_us $ul_pid)
+		set -- $(fio_qd1 ulh 20000)
+		u1=0
+		[ $cfg != tp ] || u1=$(cpu_us $ul_pid)
+		ulease_cfg_off $cfg
+		measure "ulease-hot cfg=$cfg iops=$1 clat_mean_us=$2 p99_us=$3 cpu_us=$((u1 - u0))"
+	done
+	rmnull ulh
+	rmnull ul
+	grep -q . /tmp/ulease.log && sed 's/^/blkqos lease: /' /tmp/ulease.log | tail -n 40
+}
+
 # the real NVMe topology (QEMU-emulated controllers, multipath, md, dm)
 [ ! -r /etc/guest-nvme.sh ] || . /etc/guest-nvme.sh
 # blkqos.only=NAME: one family of checks, then the end marker
@@ -1352,6 +1596,7 @@ burst) only burst_checks ;;
 tick) only check_tick ;;
 kunit) only check_kunit_modules ;;
 renewals) only check_renewals ;;
+ulease) only check_user_lease ;;
 hotpath) only hotpath_checks ;;
 bench) only bench_checks ;;
 esac

@@ -22,7 +22,7 @@
  *  <CLOCK_MONOTONIC ns>"; two snaps give the same shares for the time
  * between them (the latency runs' "while fio ran").
  *
- *   idle-watch burst DEV IO_CPU BURST GAP_US NR_BURSTS [raw]
+ *   idle-watch burst DEV IO_CPU BURST GAP_US NR_BURSTS [raw|pos]
  *
  * times 4 KiB O_DIRECT reads of DEV from IO_CPU in NR_BURSTS bursts of
  * BURST reads, one at a time, each burst after GAP_US of sleep, and prints
@@ -33,6 +33,8 @@
  * sleep deep before the next one, as on a server between bursts of queries.
  * With "raw", prints each time instead, one per line, "first <us>" or
  * "rest <us>": runs of two configurations taken in turns pool theirs.
+ * With "pos", prints each time in the order taken, "<index in its burst>
+ * <us>": how many reads of a burst came before the CPUs were held.
  *
  *   idle-watch sleeps CPU NR US
  *
@@ -234,13 +236,14 @@ static long long pct(const long long *v, int n, int p)
 static int burst(int argc, char **argv)
 {
 	int io_cpu, b, nr, dev, i, j, nf = 0, nrest = 0;
-	long long gap_ns, *first, *rest, t0;
+	long long gap_ns, *first, *rest, *all, t0;
 	unsigned long long lcg = 12345;
 	struct timespec gap;
 	void *buf;
 
-	if (argc != 7 && (argc != 8 || strcmp(argv[7], "raw"))) {
-		fprintf(stderr, "usage: idle-watch burst DEV IO_CPU BURST GAP_US NR_BURSTS [raw]\n");
+	if (argc != 7 && (argc != 8 || (strcmp(argv[7], "raw") &&
+					strcmp(argv[7], "pos")))) {
+		fprintf(stderr, "usage: idle-watch burst DEV IO_CPU BURST GAP_US NR_BURSTS [raw|pos]\n");
 		return 2;
 	}
 	io_cpu = atoi(argv[3]);
@@ -253,8 +256,9 @@ static int burst(int argc, char **argv)
 	}
 	first = calloc(nr, sizeof(*first));
 	rest = calloc((size_t)nr * b, sizeof(*rest));
+	all = calloc((size_t)nr * b, sizeof(*all));
 	dev = open(argv[2], O_RDONLY | O_DIRECT);
-	if (!first || !rest || dev < 0 || posix_memalign(&buf, 4096, 4096)) {
+	if (!first || !rest || !all || dev < 0 || posix_memalign(&buf, 4096, 4096)) {
 		perror(argv[2]);
 		return 1;
 	}
@@ -268,11 +272,17 @@ static int burst(int argc, char **argv)
 			if (read_random(dev, buf, &lcg))
 				return 1;
 			t0 = (now_ns() - t0) / 1000;
+			all[i * b + j] = t0;
 			if (j)
 				rest[nrest++] = t0;
 			else
 				first[nf++] = t0;
 		}
+	}
+	if (argc == 8 && !strcmp(argv[7], "pos")) {
+		for (i = 0; i < nr * b; i++)
+			printf("%d %lld\n", i % b, all[i]);
+		return 0;
 	}
 	if (argc == 8) {
 		for (i = 0; i < nf; i++)
@@ -423,7 +433,7 @@ int main(int argc, char **argv)
 		fprintf(stderr,
 			"usage: idle-watch DEV IO_CPU NR_IOS WINDOW_US\n"
 			"       idle-watch snap\n"
-			"       idle-watch burst DEV IO_CPU BURST GAP_US NR_BURSTS [raw]\n"
+			"       idle-watch burst DEV IO_CPU BURST GAP_US NR_BURSTS [raw|pos]\n"
 			"       idle-watch sleeps CPU NR US\n"
 			"       idle-watch lease WATCH_CPU CPU MAX_MS\n");
 		return 2;

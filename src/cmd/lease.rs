@@ -9,6 +9,7 @@ use crate::error::Error;
 use crate::lease::cpuqos::{self, CpuQos};
 use crate::lease::detect::StatPoll;
 use crate::lease::policy::{Grant, Leases};
+use crate::lease::published::{self, CpuLease, Published};
 use crate::lease::tracepoint::IssueWatch;
 use crate::plan::{self, LeaseGrant};
 use crate::profile::Profile;
@@ -39,16 +40,43 @@ pub struct Options<'a> {
     pub idle_look: Duration,
     /// Put back what a killed run left and exit.
     pub put_back: bool,
+    /// Only say whether the kernel has its own lease (exit 1) or not (0).
+    pub unless_kernel_lease: bool,
+}
+
+/// Whether the kernel has the lease of the series: its cpuidle attribute
+/// on a CPU, or a request queue's knob.
+pub fn kernel_has_lease(sysfs: &crate::sysfs::Sysfs) -> bool {
+    let cpus = sysfs.list("devices/system/cpu");
+    let disks = sysfs.list("block");
+    (cpus.iter())
+        .filter(|c| {
+            c.strip_prefix("cpu")
+                .is_some_and(|n| n.parse::<u32>().is_ok())
+        })
+        .any(|c| sysfs.exists(&format!("devices/system/cpu/{c}/cpuidle/cpu_lat_lease")))
+        || (disks.iter()).any(|d| sysfs.exists(&format!("block/{d}/queue/cpu_lat_limit_us")))
 }
 
 /// Put back what a killed run left, then run until told to stop.
 pub fn lease(ctx: &Ctx, opts: &Options) -> Result<u8, Error> {
+    if opts.unless_kernel_lease {
+        if kernel_has_lease(&ctx.sysfs) {
+            log::info!(
+                "the kernel has its own lease (the queue knobs): blkqos lease is not needed"
+            );
+            return Ok(1);
+        }
+        return Ok(0);
+    }
     // one lease at a time, and no put-back of a running one's CPUs
     let Some(_lease_lock) = ctx.state.try_lease_lock()? else {
         return Err(Error::Usage(
             "another blkqos lease is running on this state directory; it puts its CPUs back when it stops".to_string(),
         ));
     };
+    // what a killed run published no longer holds
+    published::remove(ctx.state.dir());
     let failed = put_back(ctx)?;
     if opts.put_back {
         return Ok(if failed { crate::error::EXIT_FAILED } else { 0 });
@@ -131,6 +159,7 @@ pub fn put_back_left(ctx: &Ctx) -> Result<Vec<String>, Error> {
             "a blkqos lease is running: the CPUs it holds are left to it (stop it to put them back)".to_string(),
         ]);
     };
+    published::remove(ctx.state.dir());
     let out = put_back_entries(ctx)?;
     Ok(out
         .kept
@@ -179,6 +208,9 @@ struct Run<'a> {
     /// run may have written there, which a put-back recognises.
     limits: BTreeMap<u32, BTreeSet<u64>>,
     start: Instant,
+    /// What `lease.json` says now; a failed write is warned about once.
+    published: Option<BTreeMap<u32, CpuLease>>,
+    publish_failed: bool,
 }
 
 impl<'a> Run<'a> {
@@ -201,6 +233,15 @@ impl<'a> Run<'a> {
                 }
             },
         };
+        match &watch {
+            Some(_) => log::info!(
+                "the first I/O after a lapse is seen through the block:block_rq_issue tracepoint"
+            ),
+            None => log::info!(
+                "the first I/O after a lapse is seen in each disk's stat, read every {:.1} s",
+                opts.idle_look.as_secs_f64()
+            ),
+        }
         Ok(Run {
             ctx,
             profile,
@@ -213,6 +254,8 @@ impl<'a> Run<'a> {
             watch,
             limits: BTreeMap::new(),
             start: Instant::now(),
+            published: None,
+            publish_failed: false,
         })
     }
 
@@ -366,6 +409,7 @@ impl<'a> Run<'a> {
         for n in self.qos.write(sysfs, plan.writes) {
             log::warn!("{n}");
         }
+        self.publish(now);
         let mut look: Option<Duration> = None;
         let mut shorter = |d: Duration| look = Some(look.map_or(d, |l| l.min(d)));
         for (d, g) in &self.grants {
@@ -397,9 +441,65 @@ impl<'a> Run<'a> {
         look
     }
 
+    /// Publish what the run holds, when it changed: each CPU a grant
+    /// serves, the limit written there and the live disks holding it.
+    fn publish(&mut self, now: Duration) {
+        let mut cpus: BTreeMap<u32, CpuLease> = BTreeMap::new();
+        for g in self.grants.values() {
+            for &c in &g.cpus {
+                cpus.entry(c).or_insert(CpuLease {
+                    limit_us: None,
+                    timeout_ms: 0,
+                    disks: Vec::new(),
+                });
+            }
+        }
+        for (c, v) in self.qos.held() {
+            if let Some(e) = cpus.get_mut(&c) {
+                e.limit_us = v.parse().ok();
+            }
+        }
+        for (d, g) in &self.grants {
+            if !self.leases.live(d, now) {
+                continue;
+            }
+            for c in &g.cpus {
+                if let Some(e) = cpus.get_mut(c).filter(|e| e.limit_us.is_some()) {
+                    e.disks.push(d.clone());
+                    e.timeout_ms = e.timeout_ms.max(g.timeout_ms);
+                }
+            }
+        }
+        if self.published.as_ref() == Some(&cpus) {
+            return;
+        }
+        let p = Published {
+            pid: std::process::id(),
+            detect: if self.watch.is_some() {
+                "tracepoint"
+            } else {
+                "stat"
+            }
+            .into(),
+            cpus,
+        };
+        match published::write(self.ctx.state.dir(), &p) {
+            Ok(()) => self.published = Some(p.cpus),
+            Err(e) if !self.publish_failed => {
+                self.publish_failed = true;
+                log::warn!(
+                    "cannot write {}: {e}; status, metrics and top do not show this run's leases",
+                    self.ctx.state.dir().join(published::FILE).display()
+                );
+            }
+            Err(_) => {}
+        }
+    }
+
     /// Let every CPU go: the originals back, the state's leases dropped
     /// but for the CPUs that could not be put back.
     fn release(&mut self) -> Result<u8, Error> {
+        published::remove(self.ctx.state.dir());
         let sysfs = &self.ctx.sysfs;
         let plan = self.qos.plan(sysfs, &BTreeMap::new());
         let mut notes = plan.notes;

@@ -12,6 +12,7 @@ use crate::discover::{self, Detail, Device, Extent, Inventory};
 use crate::error::Error;
 use crate::idle::{self, Lease};
 use crate::iostat::{self, SECTOR_BYTES};
+use crate::lease::published;
 use crate::metrics::{Family, Type, int, micros, millis, render};
 use crate::plan::owning_rule;
 use crate::profile::Profile;
@@ -297,6 +298,23 @@ fn cpu_families(ctx: &Ctx) -> Vec<Family> {
         Gauge,
         "Seconds until the lease lapses unless I/O renews it; 0 while none holds.",
     );
+    let mut user_held = Family::new(
+        "blkqos_cpu_user_lease_held",
+        Gauge,
+        "1 while a running blkqos lease (the lease from user space, through pm_qos_resume_latency_us) holds the CPU for a disk's I/O, 0 if not; absent for CPUs it does not serve.",
+    );
+    let mut user_limit = Family::new(
+        "blkqos_cpu_user_lease_limit_seconds",
+        Gauge,
+        "The limit blkqos lease holds the CPU at; absent while it does not hold it.",
+    );
+    let mut user_timeout = Family::new(
+        "blkqos_cpu_user_lease_timeout_seconds",
+        Gauge,
+        "The most time the user-space lease stays after its disks' last I/O (the time left is not published); 0 while it does not hold the CPU.",
+    );
+    // the state directory is root's: another user's scrape has none of these
+    let user = published::read(ctx.state.dir(), published::blkqos_runs);
     let mut usage = Family::new(
         "blkqos_cpu_idle_state_usage_total",
         Counter,
@@ -353,6 +371,14 @@ fn cpu_families(ctx: &Ctx) -> Vec<Family> {
                 }
             }
         }
+        if let Some(u) = user.as_ref().and_then(|p| p.cpus.get(&cpu)) {
+            let at = [("cpu", c.as_str())];
+            user_held.add(&at, int(u8::from(u.limit_us.is_some())));
+            if let Some(us) = u.limit_us {
+                user_limit.add(&at, micros(us));
+            }
+            user_timeout.add(&at, millis(u.timeout_ms));
+        }
         for s in idle::cpu_states(&ctx.sysfs, cpu) {
             let index = s.index.to_string();
             let at = [
@@ -383,6 +409,9 @@ fn cpu_families(ctx: &Ctx) -> Vec<Family> {
         held,
         lease_limit,
         left,
+        user_held,
+        user_limit,
+        user_timeout,
         usage,
         time,
         above,

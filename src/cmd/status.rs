@@ -7,6 +7,7 @@ use crate::conflicts;
 use crate::discover::{self, Detail, Extent};
 use crate::error::Error;
 use crate::idle::{self, IdleState, Lease, format_cpus};
+use crate::lease::published::{self, Published};
 use crate::report::{Style, escape_control, table, warn_all};
 use crate::snapshot::Snapshot;
 use serde::Serialize;
@@ -51,7 +52,36 @@ struct CpuStatus<'a> {
     /// The attribute is there but does not parse: `cpuN=?` in the table.
     #[serde(skip)]
     lease_bad: bool,
+    /// What a running `blkqos lease` holds here; null when none runs or it
+    /// does not serve this CPU.
+    user_lease: Option<UserLeaseOut>,
     states: Vec<IdleStateOut<'a>>,
+}
+
+#[derive(Serialize)]
+struct UserLeaseOut {
+    mechanism: &'static str,
+    pid: u32,
+    detect: String,
+    held: bool,
+    limit_us: Option<u64>,
+    timeout_ms: u64,
+    disks: Vec<String>,
+}
+
+impl UserLeaseOut {
+    fn of(p: &Published, cpu: u32) -> Option<UserLeaseOut> {
+        let c = p.cpus.get(&cpu)?;
+        Some(UserLeaseOut {
+            mechanism: "blkqos lease",
+            pid: p.pid,
+            detect: p.detect.clone(),
+            held: c.limit_us.is_some(),
+            limit_us: c.limit_us,
+            timeout_ms: c.timeout_ms,
+            disks: c.disks.clone(),
+        })
+    }
 }
 
 #[derive(Serialize)]
@@ -121,6 +151,8 @@ pub fn status(ctx: &Ctx, json: bool, out: &mut String) -> Result<u8, Error> {
         let lease = idle::cpu_lease(&ctx.sysfs, c).map_err(|e| warn.push(e.to_string()));
         leases.insert(c, lease);
     }
+    // the state directory is root's: another user sees no user-space lease
+    let user = published::read(ctx.state.dir(), published::blkqos_runs);
     let mut found = conflicts::in_sysfs(&ctx.sysfs, &state);
     if ctx.sysfs.is_live() {
         let host = conflicts::on_host(Path::new("/etc"), Path::new("/usr/lib"), Path::new("/proc"));
@@ -163,6 +195,7 @@ pub fn status(ctx: &Ctx, json: bool, out: &mut String) -> Result<u8, Error> {
                     .and_then(|l| l.ok().flatten())
                     .map(LeaseOut::from),
                 lease_bad: leases.get(&c).is_some_and(Result::is_err),
+                user_lease: user.as_ref().and_then(|p| UserLeaseOut::of(p, c)),
                 states: table_of(c).iter().map(IdleStateOut::from).collect(),
             })
             .collect();
@@ -235,6 +268,24 @@ pub fn status(ctx: &Ctx, json: bool, out: &mut String) -> Result<u8, Error> {
             .collect();
         if !leases.is_empty() {
             let _ = writeln!(out, "  lease (limit/left): {}", leases.join(" "));
+        }
+        let user_leases: Vec<String> = (d.cpus.iter())
+            .filter_map(|c| {
+                let l = c.user_lease.as_ref()?;
+                Some(match l.limit_us {
+                    Some(us) => format!("cpu{}={us}us/<={}ms", c.cpu, l.timeout_ms),
+                    None => format!("cpu{}=-", c.cpu),
+                })
+            })
+            .collect();
+        if let Some(l) = d.cpus.iter().find_map(|c| c.user_lease.as_ref()) {
+            let _ = writeln!(
+                out,
+                "  blkqos lease (pid {}, {}; limit/timeout): {}",
+                l.pid,
+                l.detect,
+                user_leases.join(" ")
+            );
         }
         out.push_str(&residency_table(ctx.style, &d.cpus));
         out.push('\n');

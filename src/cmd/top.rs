@@ -11,6 +11,7 @@ use crate::discover::{self, Detail, Extent};
 use crate::error::Error;
 use crate::idle::{self, IdleState, Lease};
 use crate::iostat::{self, DiskStat};
+use crate::lease::published::{self, Published};
 use crate::report::{Style, escape_control, table};
 use crossterm::event::{self, Event, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use crossterm::{cursor, queue, terminal};
@@ -38,6 +39,8 @@ pub struct Sample {
     pub disks: Vec<(Option<DiskStat>, String, String)>,
     /// Per CPU, in `View::cpus` order.
     pub cpus: Vec<(Vec<IdleState>, Option<LeaseRead>)>,
+    /// What a running `blkqos lease` holds (the lease from user space).
+    pub user: Option<Published>,
 }
 
 /// A CPU's lease as read: the lease, or the text that did not parse.
@@ -113,6 +116,7 @@ impl View {
             at: Instant::now(),
             disks,
             cpus,
+            user: published::read(ctx.state.dir(), published::blkqos_runs),
         }
     }
 }
@@ -191,16 +195,15 @@ pub fn frame(style: Style, header: &str, view: &View, prev: &Sample, cur: &Sampl
                     _ => "n/a".into(),
                 });
             }
-            row.push(match lease {
-                None => "-".into(),
-                Some(Err(_)) => "?".into(),
-                Some(Ok(Lease::Free)) => "none".into(),
-                Some(Ok(Lease::Held { limit_us, left_us })) => {
-                    format!(
-                        "held {limit_us} us, {:.1} ms left",
-                        *left_us as f64 / 1000.0
-                    )
-                }
+            let user = (cur.user.as_ref())
+                .and_then(|p| p.cpus.get(cpu))
+                .map(|c| c.limit_us);
+            row.push(match (lease, user) {
+                // the kernel's lease first: user space does not hold
+                // CPUs that the kernel's knobs serve
+                (Some(Ok(Lease::Held { .. })), _) | (_, None) => kernel_lease(lease),
+                (_, Some(Some(limit_us))) => format!("held {limit_us} us (blkqos lease)"),
+                (_, Some(None)) => "none (blkqos lease)".into(),
             });
             row
         })
@@ -208,6 +211,21 @@ pub fn frame(style: Style, header: &str, view: &View, prev: &Sample, cur: &Sampl
     let cpus = table(style, &header, &rows);
     lines.extend(cpus.lines().map(str::to_string));
     lines
+}
+
+/// The LEASE cell of the kernel's lease.
+fn kernel_lease(lease: &Option<LeaseRead>) -> String {
+    match lease {
+        None => "-".into(),
+        Some(Err(_)) => "?".into(),
+        Some(Ok(Lease::Free)) => "none".into(),
+        Some(Ok(Lease::Held { limit_us, left_us })) => {
+            format!(
+                "held {limit_us} us, {:.1} ms left",
+                *left_us as f64 / 1000.0
+            )
+        }
+    }
 }
 
 /// Raw mode, the alternate screen, no cursor and no line wrap while it
@@ -399,6 +417,42 @@ mod tests {
             text.contains("CPU   POLL  C1    C1E   C6     LEASE"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn a_frame_names_the_user_space_lease_where_the_kernel_has_none() {
+        use crate::lease::published::CpuLease;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut f = Fixture::new(dir.path(), 3, Abi::None);
+        f.nvme(0, "M", "S");
+        let ctx = Ctx {
+            sysfs: Sysfs::new(dir.path()),
+            state: StateDir::new(dir.path().join("state")),
+            style: Style::detect(),
+        };
+        let view = View::scan(&ctx).expect("scan");
+        let mut s = view.sample(&ctx);
+        assert!(s.user.is_none(), "no blkqos lease runs");
+        let cpu = |limit_us| CpuLease {
+            limit_us,
+            timeout_ms: 3,
+            disks: vec![],
+        };
+        s.user = Some(Published {
+            pid: 1,
+            detect: "tracepoint".into(),
+            cpus: [(0, cpu(Some(10))), (1, cpu(None))].into(),
+        });
+        let text = frame(ctx.style, "h", &view, &s, &s).join("\n");
+        let row = |c: &str| {
+            text.lines()
+                .find(|l| l.starts_with(c))
+                .expect(c)
+                .to_string()
+        };
+        assert!(row("cpu0").ends_with("held 10 us (blkqos lease)"), "{text}");
+        assert!(row("cpu1").ends_with("none (blkqos lease)"), "{text}");
+        assert!(row("cpu2").ends_with(" -"), "{text}");
     }
 
     #[test]
