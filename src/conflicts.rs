@@ -75,9 +75,15 @@ pub fn in_sysfs(sysfs: &Sysfs, state: &State) -> Vec<Conflict> {
             }
         }
         let path = idle::cpu_resume_latency_path(cpu);
+        // a value blkqos lease writes there is its own; the original it
+        // saved, when not "0", is still someone else's
+        let leased = |v: &str| {
+            (state.leases.get(&path))
+                .is_some_and(|s| v != s.original && crate::lease::cpuqos::ours(s, v))
+        };
         if let Some(v) = sysfs
             .attr(&path)
-            .filter(|v| v != "0" && !state.saved.contains_key(&path))
+            .filter(|v| v != "0" && !state.saved.contains_key(&path) && !leased(v))
         {
             found.push(conflict(
                 Kind::ResumeLatency,

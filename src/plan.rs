@@ -517,6 +517,15 @@ pub fn lease_grants(
         let eff = profile.effective(rule);
         for t in &d.targets {
             let Some(td) = inv.get(t) else { continue };
+            // apply's static hold: both writing the same CPUs' values would
+            // each take the other's for the original
+            if eff.fallback == Fallback::CpuResumeLatency && td.abi == Abi::None {
+                warnings.push(format!(
+                    "{}: rule {:?} sets fallback = \"cpu-resume-latency\" (apply's static hold, for good); blkqos lease leaves it to apply: drop the fallback for a lease",
+                    d.name, rule.name
+                ));
+                continue;
+            }
             let us = match eff.limit {
                 None | Some(Limit::Off) => continue,
                 Some(Limit::Us(n)) => n,

@@ -197,15 +197,7 @@ impl StateDir {
     /// The state directory, made if missing and trusted, and the lock file
     /// `name` in it, opened (not locked).
     fn open_lock_file(&self, name: &str) -> Result<(PathBuf, File, PathBuf), StateError> {
-        self.check_where_created()?;
-        // Saved originals are root's business: the directory is made 0700 and
-        // its files 0600 (an existing directory keeps its mode).
-        fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&self.dir)
-            .map_err(io_err(&self.dir))?;
-        let dir = self.trusted_dir(true)?;
+        let dir = self.checked_dir()?;
         let path = dir.join(name);
         // Read and write: the pid is written into it; O_NONBLOCK: a FIFO
         // planted as the lock opens at once and is refused below;
@@ -221,6 +213,20 @@ impl StateDir {
             .map_err(|e| io_err(&path)(trust::link_error(e)))?;
         trust::require_regular(&lock).map_err(io_err(&path))?;
         Ok((dir, lock, path))
+    }
+
+    /// The state directory, made if missing, checked and resolved: where
+    /// root writes files, with no link of anyone else's in its path.
+    pub fn checked_dir(&self) -> Result<PathBuf, StateError> {
+        self.check_where_created()?;
+        // Saved originals are root's business: the directory is made 0700 and
+        // its files 0600 (an existing directory keeps its mode).
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&self.dir)
+            .map_err(io_err(&self.dir))?;
+        self.trusted_dir(true)
     }
 
     /// Before the state directory (and any missing directory above it) is

@@ -118,6 +118,13 @@ impl Sysfs {
         self.read_bytes(rel).map(|b| trimmed(&b))
     }
 
+    /// An attribute opened for reading, with the checks of [`Sysfs::read`]:
+    /// to read again with `pread` at offset 0, where sysfs makes the value
+    /// afresh, without a path walk per look.
+    pub fn open_attr(&self, rel: &str) -> io::Result<File> {
+        self.open_for_read(&self.locate(rel))
+    }
+
     /// An attribute's raw bytes (binary ones: VPD pages), at most
     /// [`MAX_ATTR_BYTES`] more than the first read.
     pub fn read_bytes(&self, rel: &str) -> io::Result<Vec<u8>> {

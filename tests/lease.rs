@@ -267,6 +267,11 @@ fn status_and_metrics_show_what_a_running_lease_holds_and_nothing_once_it_stoppe
         assert_eq!(u["disks"], serde_json::json!(["nvme0n1"]), "{c:#}");
         assert_eq!(u["pid"], child.id(), "{c:#}");
     }
+    // the lease's own values are not someone else's static limits
+    assert!(
+        !doc.to_string().contains("was set outside blkqos"),
+        "{doc:#}"
+    );
     let text = env.run(&["status"]).stdout;
     assert!(
         text.contains(&format!(
@@ -361,4 +366,27 @@ fn the_units_condition_says_whether_the_kernel_has_its_own_lease() {
     );
     // nothing written, not even the state directory
     assert!(!patched.state.exists());
+}
+
+#[test]
+fn a_rule_with_the_static_fallback_is_left_to_apply() {
+    let (env, disk) = env();
+    let p = env.profile(
+        "p.toml",
+        &format!("{PROFILE}fallback = \"cpu-resume-latency\"\n"),
+    );
+    let child = env
+        .cmd()
+        .args(["lease", "--detect", "stat", "--idle-look", "0.1"])
+        .arg(&p)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    env.fx.set_stat(&disk, 1, 0);
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(values(&env), ["0", "0", "0"], "not held by the lease");
+    let (code, err) = stop(child, libc::SIGTERM);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("blkqos lease leaves it to apply"), "{err}");
 }

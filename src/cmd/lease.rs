@@ -75,13 +75,15 @@ pub fn lease(ctx: &Ctx, opts: &Options) -> Result<u8, Error> {
             "another blkqos lease is running on this state directory; it puts its CPUs back when it stops".to_string(),
         ));
     };
+    // caught from here on: a SIGHUP (a reload) while the put-back waits
+    // for the state lock must not end the run
+    let signals = Signals::new().map_err(|e| Error::Usage(format!("cannot catch signals: {e}")))?;
     // what a killed run published no longer holds
-    published::remove(ctx.state.dir());
+    published::remove(&ctx.state.checked_dir()?);
     let failed = put_back(ctx)?;
     if opts.put_back {
         return Ok(if failed { crate::error::EXIT_FAILED } else { 0 });
     }
-    let signals = Signals::new().map_err(|e| Error::Usage(format!("cannot catch signals: {e}")))?;
     let profile = Profile::load(opts.profile)?;
     let mut run = Run::new(ctx, opts, profile)?;
     run.regrant()?;
@@ -101,13 +103,27 @@ pub fn lease(ctx: &Ctx, opts: &Options) -> Result<u8, Error> {
                 revents: 0,
             })
             .collect();
-        // whole milliseconds, never 0: a look half a millisecond late
-        // keeps a lease that long, where 0 would spin
-        let timeout = sleep.map_or(-1, |d| {
-            i32::try_from(d.as_millis().max(1)).unwrap_or(i32::MAX)
+        // never 0, which would spin: a look 0.1 ms late keeps a lease
+        // that much longer
+        let timeout = sleep.map(|d| {
+            let d = d.max(Duration::from_micros(100));
+            libc::timespec {
+                tv_sec: libc::time_t::try_from(d.as_secs()).unwrap_or(libc::time_t::MAX),
+                // below 10^9, which every c_long holds
+                tv_nsec: d.subsec_nanos() as libc::c_long,
+            }
         });
-        // SAFETY: fds is a live, correctly sized array of pollfd.
-        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout) };
+        let at = timeout.as_ref().map_or(std::ptr::null(), |t| t as *const _);
+        // SAFETY: fds is a live, correctly sized array of pollfd; `at` is
+        // null or points at `timeout`, which outlives the call.
+        let n = unsafe {
+            libc::ppoll(
+                fds.as_mut_ptr(),
+                fds.len() as libc::nfds_t,
+                at,
+                std::ptr::null(),
+            )
+        };
         if n < 0 {
             let e = std::io::Error::last_os_error();
             if e.kind() != std::io::ErrorKind::Interrupted {
@@ -124,10 +140,13 @@ pub fn lease(ctx: &Ctx, opts: &Options) -> Result<u8, Error> {
                 run.unwatch(d);
             }
         }
-        if drain(&signals.term) {
+        // a socket is read only when poll said so: a look while a lease
+        // holds costs its stat reads and nothing else
+        let ready = |i: usize| fds[i].revents != 0;
+        if ready(0) && drain(&signals.term) {
             break;
         }
-        if drain(&signals.hup) {
+        if ready(1) && drain(&signals.hup) {
             match Profile::load(opts.profile) {
                 Ok(p) => {
                     log::info!("{}: read again", opts.profile.display());
@@ -138,6 +157,7 @@ pub fn lease(ctx: &Ctx, opts: &Options) -> Result<u8, Error> {
             }
         }
         if let Some(m) = &monitor
+            && ready(2)
             && m.iter().count() > 0
         {
             run.regrant_or_log();
@@ -159,7 +179,7 @@ pub fn put_back_left(ctx: &Ctx) -> Result<Vec<String>, Error> {
             "a blkqos lease is running: the CPUs it holds are left to it (stop it to put them back)".to_string(),
         ]);
     };
-    published::remove(ctx.state.dir());
+    published::remove(&ctx.state.checked_dir()?);
     let out = put_back_entries(ctx)?;
     Ok(out
         .kept
@@ -210,6 +230,10 @@ struct Run<'a> {
     start: Instant,
     /// What `lease.json` says now; a failed write is warned about once.
     published: Option<BTreeMap<u32, CpuLease>>,
+    /// The leases last saved in the state file.
+    saved: Option<BTreeMap<String, LeaseSaved>>,
+    /// The state directory, checked and resolved: where `lease.json` goes.
+    dir: PathBuf,
     publish_failed: bool,
 }
 
@@ -256,6 +280,8 @@ impl<'a> Run<'a> {
             start: Instant::now(),
             published: None,
             publish_failed: false,
+            saved: None,
+            dir: ctx.state.checked_dir()?,
         })
     }
 
@@ -364,11 +390,17 @@ impl<'a> Run<'a> {
                 )
             })
             .collect();
+        // the state's leases are this run's while it holds the lease lock:
+        // what it saved last is what the file has
+        if self.saved.as_ref() == Some(&leases) {
+            return Ok(());
+        }
         let mut locked = self.ctx.state.lock()?;
         if locked.state.leases != leases {
-            locked.state.leases = leases;
+            locked.state.leases = leases.clone();
             locked.save()?;
         }
+        self.saved = Some(leases);
         Ok(())
     }
 
@@ -382,11 +414,28 @@ impl<'a> Run<'a> {
                 self.leases.saw_io(&d, now);
             }
         }
-        let watched = |d: &str| self.watch.as_ref().is_some_and(|w| w.watches(d));
         let mut looked = Vec::new();
         for d in self.grants.keys() {
-            // a lapsed device the tracepoint watches costs no look
-            if (self.leases.live(d, now) || !watched(d)) && self.stat.had_io(sysfs, d) {
+            let live = self.leases.live(d, now);
+            // a lapsed device the tracepoint watches costs no look, but for
+            // the one at its lapse: its events armed first, then its stat
+            // read, so that I/O since the last look or in flight keeps the
+            // lease, and none falls between the look and the arming
+            let look = match &mut self.watch {
+                Some(w) if w.watches(d) && !live && !w.armed(d) => match w.arm(d, true) {
+                    Ok(()) => true,
+                    Err(e) => {
+                        log::warn!(
+                            "{d}: cannot arm its tracepoint ({e}); reading its stat instead"
+                        );
+                        w.remove(d);
+                        true
+                    }
+                },
+                Some(w) if w.watches(d) => live,
+                _ => true,
+            };
+            if look && self.stat.had_io(sysfs, d) {
                 looked.push(d.clone());
             }
         }
@@ -430,7 +479,7 @@ impl<'a> Run<'a> {
             }
             if live {
                 // a renewal needs one look within the timeout
-                shorter((Duration::from_millis(g.timeout_ms) / 2).max(Duration::from_millis(1)));
+                shorter((Duration::from_millis(g.timeout_ms) / 2).max(Duration::from_micros(250)));
             } else {
                 shorter(self.idle_look);
             }
@@ -483,13 +532,13 @@ impl<'a> Run<'a> {
             .into(),
             cpus,
         };
-        match published::write(self.ctx.state.dir(), &p) {
+        match published::write(&self.dir, &p) {
             Ok(()) => self.published = Some(p.cpus),
             Err(e) if !self.publish_failed => {
                 self.publish_failed = true;
                 log::warn!(
                     "cannot write {}: {e}; status, metrics and top do not show this run's leases",
-                    self.ctx.state.dir().join(published::FILE).display()
+                    self.dir.join(published::FILE).display()
                 );
             }
             Err(_) => {}
@@ -499,7 +548,7 @@ impl<'a> Run<'a> {
     /// Let every CPU go: the originals back, the state's leases dropped
     /// but for the CPUs that could not be put back.
     fn release(&mut self) -> Result<u8, Error> {
-        published::remove(self.ctx.state.dir());
+        published::remove(&self.dir);
         let sysfs = &self.ctx.sysfs;
         let plan = self.qos.plan(sysfs, &BTreeMap::new());
         let mut notes = plan.notes;

@@ -12,6 +12,8 @@
 
 use crate::sysfs::Sysfs;
 use std::collections::BTreeMap;
+use std::fs::File;
+use std::os::unix::fs::FileExt as _;
 
 /// The counters that say a disk had I/O.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,10 +43,12 @@ fn parse(text: &str) -> Option<Counts> {
     })
 }
 
-/// Each device's counters at the last look.
+/// Each device's counters at the last look, and its `stat` kept open: a
+/// look while a lease holds (twice a timeout) is one `pread`.
 #[derive(Debug, Default)]
 pub struct StatPoll {
     last: BTreeMap<String, Counts>,
+    files: BTreeMap<String, File>,
 }
 
 impl StatPoll {
@@ -53,11 +57,7 @@ impl StatPoll {
     /// flight. An unreadable `stat` (the disk going away) is no I/O, and
     /// the next look compares with the last one read.
     pub fn had_io(&mut self, sysfs: &Sysfs, device: &str) -> bool {
-        let Some(now) = sysfs
-            .read(&format!("block/{device}/stat"))
-            .ok()
-            .and_then(|t| parse(&t))
-        else {
+        let Some(now) = self.read(sysfs, device).and_then(|t| parse(&t)) else {
             return false;
         };
         let before = self.last.insert(device.to_string(), now);
@@ -67,6 +67,25 @@ impl StatPoll {
     /// Forget a device that went.
     pub fn forget(&mut self, device: &str) {
         self.last.remove(device);
+        self.files.remove(device);
+    }
+
+    /// `stat` as it reads now; a file that fails is opened again at the
+    /// next look (a disk that went and came back under its name).
+    fn read(&mut self, sysfs: &Sysfs, device: &str) -> Option<String> {
+        if !self.files.contains_key(device) {
+            let f = sysfs.open_attr(&format!("block/{device}/stat")).ok()?;
+            self.files.insert(device.to_string(), f);
+        }
+        // 17 counters of at most 20 digits
+        let mut buf = [0u8; 1024];
+        match self.files.get(device)?.read_at(&mut buf, 0) {
+            Ok(n) => Some(String::from_utf8_lossy(&buf[..n]).into_owned()),
+            Err(_) => {
+                self.files.remove(device);
+                None
+            }
+        }
     }
 }
 

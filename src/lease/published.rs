@@ -43,12 +43,15 @@ pub struct CpuLease {
 pub fn write(dir: &Path, p: &Published) -> std::io::Result<()> {
     let tmp = dir.join(format!(".{FILE}.{}", std::process::id()));
     let body = serde_json::to_vec_pretty(p).map_err(std::io::Error::other)?;
+    // `dir` is the checked state directory; a name planted there is still
+    // neither followed nor reused
+    let _ = fs::remove_file(&tmp);
     let done = (|| {
         let mut f = fs::OpenOptions::new()
             .write(true)
-            .create(true)
-            .truncate(true)
+            .create_new(true)
             .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
             .open(&tmp)?;
         f.write_all(&body)?;
         fs::rename(&tmp, dir.join(FILE))

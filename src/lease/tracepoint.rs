@@ -186,6 +186,10 @@ impl IssueWatch {
         self.devices.contains_key(device)
     }
 
+    pub fn armed(&self, device: &str) -> bool {
+        self.devices.get(device).is_some_and(|(_, armed)| *armed)
+    }
+
     /// Arm (`on`) or disarm a device's events; a no-op when they already are.
     pub fn arm(&mut self, device: &str, on: bool) -> io::Result<()> {
         let Some((events, armed)) = self.devices.get_mut(device) else {
