@@ -208,8 +208,26 @@ fn restore_puts_back_what_a_killed_lease_left() {
     env.fx.set_stat(&disk, 1, 0);
     assert!(until(|| values(&env) == ["10", "10", "10"]));
     stop(child, libc::SIGKILL);
+    // a dry run says what it would put back, and writes nothing
+    let r = env.run(&["restore", "--dry-run", "--json"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let doc = r.json();
+    assert_eq!(doc["changed"], true, "{doc:#}");
+    let lease = common::device(&doc, "blkqos lease");
+    assert_eq!(lease["changes"].as_array().unwrap().len(), 3, "{doc:#}");
+    assert_eq!(lease["changes"][0]["before"], "10", "{doc:#}");
+    assert_eq!(lease["changes"][0]["after"], "0", "{doc:#}");
+    assert_eq!(values(&env), ["10", "10", "10"]);
     let r = env.run(&["restore"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stdout.contains("blkqos lease")
+            && r.stdout
+                .contains("devices/system/cpu/cpu1/power/pm_qos_resume_latency_us")
+            && !r.stdout.contains("nothing to restore"),
+        "{}",
+        r.stdout
+    );
     assert_eq!(values(&env), ["0", "0", "0"]);
     assert!(env.state_json().get("leases").is_none());
 }
@@ -240,6 +258,21 @@ fn a_second_lease_is_refused_and_restore_leaves_a_running_ones_cpus() {
     let (code, err) = stop(child, libc::SIGTERM);
     assert_eq!(code, 0, "{err}");
     assert_eq!(values(&env), ["0", "0", "0"]);
+}
+
+/// Neither `status` nor `metrics` shows a user-space lease.
+fn shows_no_user_lease(env: &Env) {
+    let doc = env.run(&["status", "--json"]).json();
+    let cpus = common::device(&doc, "nvme0n1")["cpus"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert!(cpus.iter().all(|c| c["user_lease"].is_null()), "{doc:#}");
+    assert!(
+        !env.run(&["metrics"])
+            .stdout
+            .contains("blkqos_cpu_user_lease")
+    );
 }
 
 #[test]
@@ -304,17 +337,7 @@ fn status_and_metrics_show_what_a_running_lease_holds_and_nothing_once_it_stoppe
         !env.state.join("lease.json").exists(),
         "removed at the stop"
     );
-    let doc = env.run(&["status", "--json"]).json();
-    let cpus = common::device(&doc, "nvme0n1")["cpus"]
-        .as_array()
-        .unwrap()
-        .clone();
-    assert!(cpus.iter().all(|c| c["user_lease"].is_null()), "{doc:#}");
-    assert!(
-        !env.run(&["metrics"])
-            .stdout
-            .contains("blkqos_cpu_user_lease")
-    );
+    shows_no_user_lease(&env);
 }
 
 #[test]
@@ -329,17 +352,7 @@ fn what_a_killed_lease_published_is_not_shown() {
     stop(child, libc::SIGKILL);
     // the file stays, its writer is gone
     assert!(env.state.join("lease.json").exists());
-    let doc = env.run(&["status", "--json"]).json();
-    let cpus = common::device(&doc, "nvme0n1")["cpus"]
-        .as_array()
-        .unwrap()
-        .clone();
-    assert!(cpus.iter().all(|c| c["user_lease"].is_null()), "{doc:#}");
-    assert!(
-        !env.run(&["metrics"])
-            .stdout
-            .contains("blkqos_cpu_user_lease")
-    );
+    shows_no_user_lease(&env);
     // and the stop step removes it with the values
     let r = env.run(&["lease", "--put-back", p.to_str().unwrap()]);
     assert_eq!(r.code, 0, "{}", r.stderr);

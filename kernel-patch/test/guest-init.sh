@@ -1452,13 +1452,13 @@ check_user_lease() {
 	# tracepoint's events disabled while it holds, its stat read twice a
 	# timeout)
 	mknull ulh queue_mode=2 irqmode=0 submit_queues=2 || fail setup-ulh
-	for cfg in static tp static tp; do
+	for cfg in static tp stat static tp stat; do
 		ulease_cfg_on $cfg
 		u0=0 w0=0 t0="0 0"
-		[ $cfg != tp ] || { u0=$(cpu_us $ul_pid); w0=$(wakeups $ul_pid); t0=$(ticks $ul_pid); }
+		[ $cfg = static ] || { u0=$(cpu_us $ul_pid); w0=$(wakeups $ul_pid); t0=$(ticks $ul_pid); }
 		set -- $(fio_qd1 ulh 20000)
 		u1=0 w1=0 t1="0 0"
-		[ $cfg != tp ] || { u1=$(cpu_us $ul_pid); w1=$(wakeups $ul_pid); t1=$(ticks $ul_pid); }
+		[ $cfg = static ] || { u1=$(cpu_us $ul_pid); w1=$(wakeups $ul_pid); t1=$(ticks $ul_pid); }
 		ulease_cfg_off $cfg
 		measure "ulease-hot cfg=$cfg iops=$1 clat_mean_us=$2 p99_us=$3 cpu_us=$((u1 - u0)) wakeups=$((w1 - w0)) utime_stime_ticks=$(echo $t0 $t1 | awk '{ print $3 - $1 "," $4 - $2 }')"
 	done

@@ -166,32 +166,49 @@ pub fn lease(ctx: &Ctx, opts: &Options) -> Result<u8, Error> {
     run.release()
 }
 
+/// What [`put_back_left`] did: the CPUs' values put back (path, found,
+/// original), and what is reported: someone else's values kept, CPUs
+/// that could not be put back (their entries stay for the next try).
+#[derive(Default)]
+pub struct LeftPutBack {
+    pub restored: Vec<(String, String, String)>,
+    pub warnings: Vec<String>,
+}
+
 /// Put back what a killed `blkqos lease` left, unless one is running (its
-/// leases are its own): `restore` does it too. Returns what is reported:
-/// someone else's values kept, and the CPUs that could not be put back,
-/// whose entries stay for the next try.
-pub fn put_back_left(ctx: &Ctx) -> Result<Vec<String>, Error> {
-    if ctx.state.read()?.leases.is_empty() {
-        return Ok(Vec::new());
+/// leases are its own): `restore` does it too. A dry run writes nothing
+/// and says what would be put back.
+pub fn put_back_left(ctx: &Ctx, dry_run: bool) -> Result<LeftPutBack, Error> {
+    let state = ctx.state.read()?;
+    if state.leases.is_empty() {
+        return Ok(LeftPutBack::default());
     }
     let Some(_lease_lock) = ctx.state.try_lease_lock()? else {
-        return Ok(vec![
-            "a blkqos lease is running: the CPUs it holds are left to it (stop it to put them back)".to_string(),
-        ]);
+        return Ok(LeftPutBack {
+            restored: Vec::new(),
+            warnings: vec![
+                "a blkqos lease is running: the CPUs it holds are left to it (stop it to put them back)".to_string(),
+            ],
+        });
     };
-    published::remove(&ctx.state.checked_dir()?);
-    let out = put_back_entries(ctx)?;
-    Ok(out
-        .kept
-        .into_iter()
-        .chain(out.failed.into_values().map(|(_, why)| why))
-        .collect())
+    let out = if dry_run {
+        cpuqos::put_back(&ctx.sysfs, &state.leases, true)
+    } else {
+        published::remove(&ctx.state.checked_dir()?);
+        put_back_entries(ctx)?
+    };
+    Ok(LeftPutBack {
+        restored: out.restored,
+        warnings: (out.kept.into_iter())
+            .chain(out.failed.into_values().map(|(_, why)| why))
+            .collect(),
+    })
 }
 
 /// [`put_back_left`] with the lease lock already held.
 fn put_back_entries(ctx: &Ctx) -> Result<cpuqos::PutBack, Error> {
     let mut locked = ctx.state.lock()?;
-    let out = cpuqos::put_back(&ctx.sysfs, &locked.state.leases);
+    let out = cpuqos::put_back(&ctx.sysfs, &locked.state.leases, false);
     locked.state.leases = (out.failed.iter())
         .map(|(p, (s, _))| (p.clone(), s.clone()))
         .collect();

@@ -30,23 +30,25 @@ pub fn restore(
         scope: Scope::devices(&devices),
         forget_missing,
     };
-    let (plan, forgotten): (Plan, usize) = if dry_run {
+    let mut left = super::lease::LeftPutBack::default();
+    let (mut plan, forgotten): (Plan, usize) = if dry_run {
         let plan = ctx.engine().preview(&job)?.plan;
         let n = plan.forget.len();
         (plan, n)
     } else {
         let done = ctx.engine().run(&job).map_err(|f| f.error)?;
         let mut plan = done.plan;
-        if devices.is_empty() {
-            // what a killed `blkqos lease` left on the CPUs
-            plan.warnings.extend(super::lease::put_back_left(ctx)?);
-        }
         plan.warnings.extend(
             (done.vanished.iter()).map(|p| format!("{p}: vanished; forgetting its saved value")),
         );
         (plan, done.forgotten)
     };
-    let devices: Vec<Restored> = (plan.devices.iter())
+    if devices.is_empty() {
+        // what a killed `blkqos lease` left on the CPUs
+        left = super::lease::put_back_left(ctx, dry_run)?;
+        plan.warnings.extend(left.warnings.drain(..));
+    }
+    let mut devices: Vec<Restored> = (plan.devices.iter())
         .filter(|d| !d.changes.is_empty())
         .map(|d| Restored {
             name: &d.name,
@@ -54,6 +56,19 @@ pub fn restore(
             changes: d.changes.iter().map(ChangeOut::from).collect(),
         })
         .collect();
+    if !left.restored.is_empty() {
+        devices.push(Restored {
+            name: "blkqos lease",
+            rule: None,
+            changes: (left.restored.iter())
+                .map(|(path, before, after)| ChangeOut {
+                    path,
+                    before,
+                    after,
+                })
+                .collect(),
+        });
+    }
     // Forgetting saved values that already match changes the state file.
     let changed = !devices.is_empty() || forgotten > 0;
     if json {

@@ -261,6 +261,9 @@ fn read(sysfs: &Sysfs, cpu: u32) -> Result<String, Note> {
 /// What [`put_back`] did not put back.
 #[derive(Debug, Default)]
 pub struct PutBack {
+    /// What was put back (or would be, in a dry run): path, the value
+    /// found, the original written.
+    pub restored: Vec<(String, String, String)>,
     /// Values someone else wrote since: left, and their entries dropped.
     pub kept: Vec<String>,
     /// CPUs that could not be read or written: their entries stay, for
@@ -271,17 +274,21 @@ pub struct PutBack {
 /// Put back what a run that was killed left (the state's `leases`): each
 /// CPU that still has a value a lease writes gets its original; one that
 /// someone else changed since keeps theirs, and is reported.
-pub fn put_back(sysfs: &Sysfs, saved: &BTreeMap<String, LeaseSaved>) -> PutBack {
+pub fn put_back(sysfs: &Sysfs, saved: &BTreeMap<String, LeaseSaved>, dry_run: bool) -> PutBack {
     let mut out = PutBack::default();
     for (path, s) in saved {
         match sysfs.read(path) {
             Ok(found) if found == s.original => {}
-            Ok(found) if ours(s, &found) => {
-                if let Err(e) = sysfs.write(path, &s.original) {
-                    let why = format!("cannot put {:?} back in {path}: {e}", s.original);
-                    out.failed.insert(path.clone(), (s.clone(), why));
-                }
-            }
+            Ok(found) if ours(s, &found) => match dry_run {
+                true => out.restored.push((path.clone(), found, s.original.clone())),
+                false => match sysfs.write(path, &s.original) {
+                    Ok(()) => out.restored.push((path.clone(), found, s.original.clone())),
+                    Err(e) => {
+                        let why = format!("cannot put {:?} back in {path}: {e}", s.original);
+                        out.failed.insert(path.clone(), (s.clone(), why));
+                    }
+                },
+            },
             Ok(found) => out.kept.push(format!(
                 "{path} reads {found:?}, not a value a lease wrote over {:?}: someone else's, left as it is",
                 s.original
@@ -439,7 +446,7 @@ mod tests {
             (attr(9), saved("0")),
         ]
         .into();
-        let out = put_back(&sysfs, &map);
+        let out = put_back(&sysfs, &map, false);
         assert_eq!(value(&dir, 0), "0", "the killed run's 10 put back");
         assert_eq!(value(&dir, 1), "7", "someone else's 7 left");
         assert_eq!(out.kept.len(), 1, "{out:?}");
