@@ -46,7 +46,7 @@ pub fn restore(
     if devices.is_empty() {
         // what a killed `blkqos lease` left on the CPUs
         left = super::lease::put_back_left(ctx, dry_run)?;
-        plan.warnings.extend(left.warnings.drain(..));
+        plan.warnings.append(&mut left.warnings);
     }
     let mut devices: Vec<Restored> = (plan.devices.iter())
         .filter(|d| !d.changes.is_empty())
