@@ -403,3 +403,36 @@ fn a_rule_with_the_static_fallback_is_left_to_apply() {
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("blkqos lease leaves it to apply"), "{err}");
 }
+
+#[test]
+fn a_cpu_that_could_not_be_put_back_keeps_its_original_and_the_next_run_tries_again() {
+    let (env, disk) = env();
+    let p = env.profile("p.toml", PROFILE.replace("300", "60000").as_str());
+    let child = start(&env, &p);
+    env.fx.set_stat(&disk, 1, 0);
+    assert!(until(|| values(&env) == ["10", "10", "10"]));
+    stop(child, libc::SIGKILL);
+    // the next run's put-back of cpu0 fails once
+    let child = env
+        .faulty_cmd("cpu0/power/pm_qos_resume_latency_us", "1", libc::EBUSY)
+        .args(["lease", "--detect", "stat", "--idle-look", "0.1"])
+        .arg(&p)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // its saved original, not the value left, is what it writes again
+    assert!(
+        until(|| values(&env) == ["0", "0", "0"]),
+        "{:?}",
+        values(&env)
+    );
+    let (code, err) = stop(child, libc::SIGTERM);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("kept in the state for the next try"), "{err}");
+    assert!(
+        env.state_json().get("leases").is_none(),
+        "{}",
+        env.state_json()
+    );
+}

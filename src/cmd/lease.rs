@@ -86,6 +86,15 @@ pub fn lease(ctx: &Ctx, opts: &Options) -> Result<u8, Error> {
     }
     let profile = Profile::load(opts.profile)?;
     let mut run = Run::new(ctx, opts, profile)?;
+    // what could not be put back stays with its saved original, and this
+    // run tries again, rather than take the value left for an original
+    let left = ctx.state.read()?.leases;
+    run.qos.take_over(&ctx.sysfs, &left);
+    for (path, s) in &left {
+        if let Some(cpu) = cpuqos::cpu_of(path) {
+            run.limits.entry(cpu).or_default().extend(&s.limits);
+        }
+    }
     run.regrant()?;
     let monitor = hotplug_monitor();
     loop {

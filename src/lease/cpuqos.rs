@@ -15,6 +15,13 @@ use crate::sysfs::Sysfs;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The attribute of one CPU, relative to the sysfs root.
+/// The CPU whose attribute `path` is (the inverse of [`attr`]).
+pub fn cpu_of(path: &str) -> Option<u32> {
+    (path.strip_prefix("devices/system/cpu/cpu"))
+        .and_then(|r| r.strip_suffix("/power/pm_qos_resume_latency_us"))
+        .and_then(|n| n.parse().ok())
+}
+
 pub fn attr(cpu: u32) -> String {
     format!("devices/system/cpu/cpu{cpu}/power/pm_qos_resume_latency_us")
 }
@@ -94,6 +101,30 @@ impl CpuQos {
     /// The original of each CPU ever held, for the state file.
     pub fn originals(&self) -> impl Iterator<Item = (u32, &str)> {
         self.cpus.iter().map(|(&c, s)| (c, s.original.as_str()))
+    }
+
+    /// Take over a CPU that a killed run left held and that could not be
+    /// put back: its saved original stays the original, and the value
+    /// found is treated as this run's, so that the next step writes the
+    /// original again (a value someone else wrote since is not taken).
+    pub fn take_over(&mut self, sysfs: &Sysfs, saved: &BTreeMap<String, LeaseSaved>) {
+        for (path, s) in saved {
+            let Some(cpu) = cpu_of(path) else {
+                continue;
+            };
+            if let Ok(found) = read(sysfs, cpu)
+                && found != s.original
+                && ours(s, &found)
+            {
+                self.cpus.insert(
+                    cpu,
+                    Cpu {
+                        original: s.original.clone(),
+                        held: Some(found),
+                    },
+                );
+            }
+        }
     }
 
     /// Note the original of each of `cpus` not seen yet, writing nothing:
