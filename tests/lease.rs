@@ -7,7 +7,7 @@ use blkqos::abi::Abi;
 use common::Env;
 use common::fixture::Fixture;
 use std::io::Read;
-use std::process::{Child, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 const PROFILE: &str = r#"
@@ -51,15 +51,18 @@ fn until(mut ok: impl FnMut() -> bool) -> bool {
     ok()
 }
 
-fn start(env: &Env, profile: &std::path::Path) -> Child {
-    let child = env
-        .cmd()
-        .args(["lease", "--detect", "stat", "--idle-look", "0.1"])
+/// `blkqos lease` on `profile` through `cmd`, seeing I/O in `stat`.
+fn spawn(mut cmd: Command, profile: &std::path::Path) -> Child {
+    cmd.args(["lease", "--detect", "stat", "--idle-look", "0.1"])
         .arg(profile)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
-        .unwrap();
+        .unwrap()
+}
+
+fn start(env: &Env, profile: &std::path::Path) -> Child {
+    let child = spawn(env.cmd(), profile);
     // running once it saved the originals of the CPUs it may hold
     assert!(
         until(|| env.state.join("state.json").exists()
@@ -388,14 +391,7 @@ fn a_rule_with_the_static_fallback_is_left_to_apply() {
         "p.toml",
         &format!("{PROFILE}fallback = \"cpu-resume-latency\"\n"),
     );
-    let child = env
-        .cmd()
-        .args(["lease", "--detect", "stat", "--idle-look", "0.1"])
-        .arg(&p)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = spawn(env.cmd(), &p);
     env.fx.set_stat(&disk, 1, 0);
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(values(&env), ["0", "0", "0"], "not held by the lease");
@@ -413,14 +409,10 @@ fn a_cpu_that_could_not_be_put_back_keeps_its_original_and_the_next_run_tries_ag
     assert!(until(|| values(&env) == ["10", "10", "10"]));
     stop(child, libc::SIGKILL);
     // the next run's put-back of cpu0 fails once
-    let child = env
-        .faulty_cmd("cpu0/power/pm_qos_resume_latency_us", "1", libc::EBUSY)
-        .args(["lease", "--detect", "stat", "--idle-look", "0.1"])
-        .arg(&p)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = spawn(
+        env.faulty_cmd("cpu0/power/pm_qos_resume_latency_us", "1", libc::EBUSY),
+        &p,
+    );
     // its saved original, not the value left, is what it writes again
     assert!(
         until(|| values(&env) == ["0", "0", "0"]),

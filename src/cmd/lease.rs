@@ -80,21 +80,17 @@ pub fn lease(ctx: &Ctx, opts: &Options) -> Result<u8, Error> {
     let signals = Signals::new().map_err(|e| Error::Usage(format!("cannot catch signals: {e}")))?;
     // what a killed run published no longer holds
     published::remove(&ctx.state.checked_dir()?);
-    let failed = put_back(ctx)?;
+    let left = put_back(ctx)?;
     if opts.put_back {
-        return Ok(if failed { crate::error::EXIT_FAILED } else { 0 });
+        return Ok(if left.is_empty() {
+            0
+        } else {
+            crate::error::EXIT_FAILED
+        });
     }
     let profile = Profile::load(opts.profile)?;
     let mut run = Run::new(ctx, opts, profile)?;
-    // what could not be put back stays with its saved original, and this
-    // run tries again, rather than take the value left for an original
-    let left = ctx.state.read()?.leases;
-    run.qos.take_over(&ctx.sysfs, &left);
-    for (path, s) in &left {
-        if let Some(cpu) = cpuqos::cpu_of(path) {
-            run.limits.entry(cpu).or_default().extend(&s.limits);
-        }
-    }
+    run.take_over(&left);
     run.regrant()?;
     let monitor = hotplug_monitor();
     loop {
@@ -225,19 +221,22 @@ fn put_back_entries(ctx: &Ctx) -> Result<cpuqos::PutBack, Error> {
     Ok(out)
 }
 
-/// At start and for `--put-back`: whether a CPU could not be put back.
-fn put_back(ctx: &Ctx) -> Result<bool, Error> {
+/// At start and for `--put-back`: the saved entries of the CPUs that
+/// could not be put back (they stay in the state).
+fn put_back(ctx: &Ctx) -> Result<BTreeMap<String, LeaseSaved>, Error> {
     if ctx.state.read()?.leases.is_empty() {
-        return Ok(false);
+        return Ok(BTreeMap::new());
     }
     let out = put_back_entries(ctx)?;
     for n in &out.kept {
         log::warn!("{n}");
     }
-    for (_, why) in out.failed.values() {
-        log::error!("{why}; kept in the state for the next try");
-    }
-    Ok(!out.failed.is_empty())
+    Ok((out.failed.into_iter())
+        .map(|(path, (saved, why))| {
+            log::error!("{why}; kept in the state for the next try");
+            (path, saved)
+        })
+        .collect())
 }
 
 struct Run<'a> {
@@ -309,6 +308,18 @@ impl<'a> Run<'a> {
             saved: None,
             dir: ctx.state.checked_dir()?,
         })
+    }
+
+    /// What a killed run left that could not be put back keeps its saved
+    /// original, and this run tries again, rather than take the value
+    /// left for an original.
+    fn take_over(&mut self, left: &BTreeMap<String, LeaseSaved>) {
+        self.qos.take_over(&self.ctx.sysfs, left);
+        for (path, s) in left {
+            if let Some(cpu) = cpuqos::cpu_of(path) {
+                self.limits.entry(cpu).or_default().extend(&s.limits);
+            }
+        }
     }
 
     /// A rescan that fails (the state lock busy, a scan error) keeps the

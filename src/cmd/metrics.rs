@@ -314,7 +314,7 @@ fn cpu_families(ctx: &Ctx) -> Vec<Family> {
         "The most time the user-space lease stays after its disks' last I/O (the time left is not published); 0 while it does not hold the CPU.",
     );
     // the state directory is root's: another user's scrape has none of these
-    let user = published::read(ctx.state.dir(), published::blkqos_runs);
+    let user = published::running(ctx.state.dir());
     let mut usage = Family::new(
         "blkqos_cpu_idle_state_usage_total",
         Counter,

@@ -152,7 +152,7 @@ pub fn status(ctx: &Ctx, json: bool, out: &mut String) -> Result<u8, Error> {
         leases.insert(c, lease);
     }
     // the state directory is root's: another user sees no user-space lease
-    let user = published::read(ctx.state.dir(), published::blkqos_runs);
+    let user = published::running(ctx.state.dir());
     let mut found = conflicts::in_sysfs(&ctx.sysfs, &state);
     if ctx.sysfs.is_live() {
         let host = conflicts::on_host(Path::new("/etc"), Path::new("/usr/lib"), Path::new("/proc"));

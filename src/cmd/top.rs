@@ -116,7 +116,7 @@ impl View {
             at: Instant::now(),
             disks,
             cpus,
-            user: published::read(ctx.state.dir(), published::blkqos_runs),
+            user: published::running(ctx.state.dir()),
         }
     }
 }

@@ -79,6 +79,11 @@ pub fn read(dir: &Path, alive: impl Fn(u32) -> bool) -> Option<Published> {
     alive(p.pid).then_some(p)
 }
 
+/// What a running `blkqos lease` publishes in `dir`, for the readers.
+pub fn running(dir: &Path) -> Option<Published> {
+    read(dir, blkqos_runs)
+}
+
 /// Whether `pid` is a running blkqos (its command name, which any user
 /// may read): a pid reused by another program is not a lease.
 pub fn blkqos_runs(pid: u32) -> bool {
