@@ -237,6 +237,15 @@ fn roll_back(
     }
 }
 
+/// What a change's path held before blkqos: what it reads now, but on a
+/// CPU a `blkqos lease` holds, the value from before the lease.
+fn original(state: &crate::state::State, c: &Change) -> String {
+    match state.leases.get(&c.path) {
+        Some(l) if crate::lease::cpuqos::ours(l, &c.before) => l.original.clone(),
+        _ => c.before.clone(),
+    }
+}
+
 /// Write a plan. Originals are saved (and persisted) before the first
 /// write, so even a crash mid-run leaves `restore` able to undo it; once
 /// written, the plan's edits to the saved state are made and saved.
@@ -251,7 +260,7 @@ pub fn write(sysfs: &Sysfs, locked: &mut Locked, plan: &Plan) -> Result<Written,
                 locked.state.saved.insert(
                     c.path.clone(),
                     Saved {
-                        original: c.before.clone(),
+                        original: original(&locked.state, c),
                         owners: c.contributors.clone(),
                     },
                 );

@@ -428,3 +428,146 @@ fn a_cpu_that_could_not_be_put_back_keeps_its_original_and_the_next_run_tries_ag
         env.state_json()
     );
 }
+
+#[test]
+fn a_change_the_state_cannot_save_holds_no_cpu_until_it_is_saved() {
+    let (env, disk) = env();
+    let p = env.profile("p.toml", PROFILE);
+    let mut cmd = env.cmd();
+    cmd.args(["--lock-timeout", "0.2"]);
+    let child = spawn(cmd, &p);
+    assert!(until(|| env.state.join("state.json").exists()
+        && env.state_json()["leases"]
+            .as_object()
+            .is_some_and(|l| l.len() == 3)));
+    // someone holds the state lock while the profile's limit changes
+    let lock = std::fs::File::open(env.state.join("lock")).unwrap();
+    // SAFETY: flock(2) on an open file's descriptor.
+    assert_eq!(
+        unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&lock), libc::LOCK_EX) },
+        0
+    );
+    env.profile("p.toml", PROFILE.replace("= 10", "= 5").as_str());
+    signal(&child, libc::SIGHUP);
+    std::thread::sleep(Duration::from_millis(500));
+    for n in 1..6 {
+        env.fx.set_stat(&disk, n, 0);
+        std::thread::sleep(Duration::from_millis(150));
+        // 5 is not in the state: a SIGKILL now would leave it for good
+        assert!(
+            !values(&env).contains(&"5".to_string()),
+            "{:?} with the state unsaved",
+            values(&env)
+        );
+    }
+    drop(lock);
+    env.fx.set_stat(&disk, 6, 0);
+    assert!(
+        until(|| values(&env) == ["5", "5", "5"]),
+        "{:?}",
+        values(&env)
+    );
+    let limits = &env.state_json()["leases"][resume(0)]["limits"];
+    assert_eq!(limits, &serde_json::json!([5, 10]), "{}", env.state_json());
+    let (code, err) = stop(child, libc::SIGTERM);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(values(&env), ["0", "0", "0"]);
+}
+
+#[test]
+fn apply_while_a_lease_holds_saves_the_value_from_before_the_lease() {
+    let (env, disk) = env();
+    let p = env.profile("p.toml", PROFILE.replace("300", "60000").as_str());
+    let child = start(&env, &p);
+    env.fx.set_stat(&disk, 1, 0);
+    assert!(until(|| values(&env) == ["10", "10", "10"]));
+    let s = env.profile(
+        "static.toml",
+        &format!(
+            "{}fallback = \"cpu-resume-latency\"\n",
+            PROFILE.replace("= 10", "= 50")
+        ),
+    );
+    let r = env.run(&["apply", s.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(values(&env), ["50", "50", "50"]);
+    let (code, err) = stop(child, libc::SIGTERM);
+    assert_eq!(code, 0, "{err}");
+    // apply's static values are someone else's to the lease: kept
+    assert_eq!(values(&env), ["50", "50", "50"]);
+    let r = env.run(&["restore"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(values(&env), ["0", "0", "0"], "not the lease's 10");
+}
+
+#[test]
+fn a_profile_others_can_write_is_refused_at_the_start_and_on_sighup() {
+    use std::os::unix::fs::PermissionsExt;
+    if unsafe { libc::geteuid() } != 0 {
+        return; // only root refuses such a profile
+    }
+    let (env, disk) = env();
+    let p = env.profile("p.toml", PROFILE);
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let mut refused = spawn(env.cmd(), &p);
+    let exited = until(|| refused.try_wait().unwrap().is_some());
+    if !exited {
+        signal(&refused, libc::SIGKILL);
+    }
+    let code = refused.wait().unwrap().code().unwrap_or(-1);
+    let mut err = String::new();
+    refused
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(exited, "still running on a profile others can write: {err}");
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("writable by group or others"), "{err}");
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let child = start(&env, &p);
+    env.profile("p.toml", PROFILE.replace("= 10", "= 0").as_str());
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o666)).unwrap();
+    signal(&child, libc::SIGHUP);
+    std::thread::sleep(Duration::from_millis(300));
+    env.fx.set_stat(&disk, 1, 0);
+    assert!(
+        until(|| values(&env) == ["10", "10", "10"]),
+        "{:?}",
+        values(&env)
+    );
+    let (code, err) = stop(child, libc::SIGTERM);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("keeping the profile read before"), "{err}");
+}
+
+#[test]
+fn cpus_held_at_n_a_are_shown_held() {
+    let (env, disk) = env();
+    let p = env.profile("p.toml", PROFILE.replace("= 10", "= 0").as_str());
+    let child = start(&env, &p);
+    env.fx.set_stat(&disk, 1, 0);
+    assert!(
+        until(|| values(&env) == ["n/a", "n/a", "n/a"]),
+        "{:?}",
+        values(&env)
+    );
+    assert!(
+        until(|| {
+            let m = env.run(&["metrics"]).stdout;
+            (0..3).all(|c| {
+                m.lines()
+                    .any(|l| l == format!("blkqos_cpu_user_lease_held{{cpu=\"{c}\"}} 1"))
+            })
+        }),
+        "{}",
+        env.run(&["metrics"]).stdout
+    );
+    let doc = env.run(&["status", "--json"]).json();
+    let u = &common::device(&doc, "nvme0n1")["cpus"][0]["user_lease"];
+    assert_eq!(u["held"], true, "{u:#}");
+    assert_eq!(u["limit_us"], 0, "{u:#}");
+    let (code, err) = stop(child, libc::SIGTERM);
+    assert_eq!(code, 0, "{err}");
+}

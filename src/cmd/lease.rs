@@ -88,7 +88,7 @@ pub fn lease(ctx: &Ctx, opts: &Options) -> Result<u8, Error> {
             crate::error::EXIT_FAILED
         });
     }
-    let profile = Profile::load(opts.profile)?;
+    let profile = Profile::load_trusted(opts.profile)?;
     let mut run = Run::new(ctx, opts, profile)?;
     run.take_over(&left);
     run.regrant()?;
@@ -152,7 +152,7 @@ pub fn lease(ctx: &Ctx, opts: &Options) -> Result<u8, Error> {
             break;
         }
         if ready(1) && drain(&signals.hup) {
-            match Profile::load(opts.profile) {
+            match Profile::load_trusted(opts.profile) {
                 Ok(p) => {
                     log::info!("{}: read again", opts.profile.display());
                     run.profile = p;
@@ -257,6 +257,10 @@ struct Run<'a> {
     published: Option<BTreeMap<u32, CpuLease>>,
     /// The leases last saved in the state file.
     saved: Option<BTreeMap<String, LeaseSaved>>,
+    /// A grant changed what the state must hold and it is not saved yet:
+    /// until it is, no CPU is held (a SIGKILL would leave values that
+    /// no put-back knows).
+    unsaved: bool,
     /// The state directory, checked and resolved: where `lease.json` goes.
     dir: PathBuf,
     publish_failed: bool,
@@ -306,6 +310,7 @@ impl<'a> Run<'a> {
             published: None,
             publish_failed: false,
             saved: None,
+            unsaved: false,
             dir: ctx.state.checked_dir()?,
         })
     }
@@ -405,7 +410,11 @@ impl<'a> Run<'a> {
         for n in notes {
             log::warn!("{n}");
         }
-        self.save()
+        self.unsaved = true;
+        if let Err(e) = self.save() {
+            log::error!("{e}; no CPU is held until the state can be saved");
+        }
+        Ok(())
     }
 
     /// The state file's leases: every CPU a grant may hold, with its
@@ -438,6 +447,7 @@ impl<'a> Run<'a> {
             locked.save()?;
         }
         self.saved = Some(leases);
+        self.unsaved = false;
         Ok(())
     }
 
@@ -486,10 +496,10 @@ impl<'a> Run<'a> {
         }
         // an original is saved before a value is written over it; when
         // it cannot be, the CPU is not held (letting go is still safe)
-        if plan.changed
+        if (plan.changed || self.unsaved)
             && let Err(e) = self.save()
         {
-            log::error!("{e}; the CPUs whose original changed are not held until it can be saved");
+            log::error!("{e}; no CPU is held until the state can be saved");
             plan.writes.retain(|(_, _, hold)| !hold);
         }
         for n in self.qos.write(sysfs, plan.writes) {
@@ -542,7 +552,7 @@ impl<'a> Run<'a> {
         }
         for (c, v) in self.qos.held() {
             if let Some(e) = cpus.get_mut(&c) {
-                e.limit_us = v.parse().ok();
+                e.limit_us = cpuqos::decode(v).ok().flatten();
             }
         }
         for (d, g) in &self.grants {
