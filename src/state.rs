@@ -412,9 +412,7 @@ fn check_saved(path: &str, value: &str) -> Result<(), String> {
             (
                 // as the kernel prints it: a leading zero would be octal
                 // to its parser
-                value == "n/a"
-                    || (int_in(0..=i64::from(i32::MAX))
-                        && (value == "0" || !value.starts_with('0'))),
+                value.trim() == value && crate::abi::resume::decode(value).is_some(),
                 "\"n/a\" or an integer from 0 to 2147483647 without leading zeros".to_string(),
             )
         }

@@ -571,3 +571,28 @@ fn cpus_held_at_n_a_are_shown_held() {
     let (code, err) = stop(child, libc::SIGTERM);
     assert_eq!(code, 0, "{err}");
 }
+
+#[test]
+fn a_value_the_kernel_would_not_print_is_not_taken_for_an_original() {
+    let (env, disk) = env();
+    // octal to the kernel's parser; blkqos's state file refuses it
+    env.fx.put(&resume(1), "010");
+    let p = env.profile("p.toml", PROFILE);
+    let child = spawn(env.cmd(), &p);
+    assert!(until(|| env.state.join("state.json").exists()
+        && env.state_json()["leases"]
+            .as_object()
+            .is_some_and(|l| l.len() >= 2)));
+    env.fx.set_stat(&disk, 1, 0);
+    assert!(
+        until(|| values(&env) == ["10", "010", "10"]),
+        "{:?}",
+        values(&env)
+    );
+    let r = env.run(&["status"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let (code, err) = stop(child, libc::SIGTERM);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("cpu1"), "{err}");
+    assert_eq!(values(&env), ["0", "010", "0"]);
+}

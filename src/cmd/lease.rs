@@ -387,8 +387,9 @@ impl<'a> Run<'a> {
             if fresh && self.stat.had_io(sysfs, d) {
                 self.leases.saw_io(d, now);
             }
+            // a disk whose number or online CPUs changed (it came back,
+            // a CPU came online) gets new events
             if let Some(w) = &mut self.watch
-                && !w.watches(d)
                 && let Err(e) = watch(w, sysfs, d, g)
             {
                 log::warn!(
@@ -552,7 +553,7 @@ impl<'a> Run<'a> {
         }
         for (c, v) in self.qos.held() {
             if let Some(e) = cpus.get_mut(&c) {
-                e.limit_us = cpuqos::decode(v).ok().flatten();
+                e.limit_us = crate::abi::resume::decode(v).flatten();
             }
         }
         for (d, g) in &self.grants {
@@ -621,7 +622,8 @@ impl<'a> Run<'a> {
     }
 }
 
-/// Watch a disk's issue tracepoint on the CPUs of its grant.
+/// Watch a disk's issue tracepoint on the online CPUs of its grant, unless
+/// it already is, as the same number on the same CPUs.
 fn watch(
     w: &mut IssueWatch,
     sysfs: &crate::sysfs::Sysfs,
@@ -640,6 +642,9 @@ fn watch(
     let cpus: Vec<u32> = (g.cpus.iter().copied())
         .filter(|c| online.as_ref().is_none_or(|o| o.contains(c)))
         .collect();
+    if w.watches_as(disk, major, minor, &cpus) {
+        return Ok(());
+    }
     w.add(disk, major, minor, &cpus)
 }
 
@@ -688,11 +693,15 @@ fn drain(mut s: &UnixStream) -> bool {
 fn hotplug_monitor() -> Option<udev::MonitorSocket> {
     let m = udev::MonitorBuilder::new()
         .and_then(|b| b.match_subsystem("block"))
+        // a CPU that comes online gets its events and its saved original
+        .and_then(|b| b.match_subsystem("cpu"))
         .and_then(|b| b.listen());
     match m {
         Ok(m) => Some(m),
         Err(e) => {
-            log::warn!("cannot listen to udev ({e}): disks that come or go are taken at SIGHUP");
+            log::warn!(
+                "cannot listen to udev ({e}): disks and CPUs that come or go are taken at SIGHUP"
+            );
             None
         }
     }

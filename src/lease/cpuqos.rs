@@ -26,20 +26,10 @@ pub fn attr(cpu: u32) -> String {
     format!("devices/system/cpu/cpu{cpu}/power/pm_qos_resume_latency_us")
 }
 
-/// What a CPU's attribute reads as a limit: `None` is no constraint (`0`),
-/// `Some(0)` no latency tolerated (`n/a`); `Err` for anything else.
-pub fn decode(text: &str) -> Result<Option<u64>, std::num::ParseIntError> {
-    match text.trim() {
-        "0" => Ok(None),
-        "n/a" => Ok(Some(0)),
-        t => t.parse().map(Some),
-    }
-}
-
 /// What a lease of `limit_us` writes over `original`: never looser.
 pub fn target(original: &str, limit_us: u64) -> String {
     resume::encode(resume::strictest(
-        decode(original).unwrap_or(None),
+        resume::decode(original).unwrap_or(None),
         Some(limit_us),
     ))
 }
@@ -277,7 +267,7 @@ pub struct Plan {
 fn read(sysfs: &Sysfs, cpu: u32) -> Result<String, Note> {
     let path = attr(cpu);
     match sysfs.read(&path) {
-        Ok(v) if decode(&v).is_ok() => Ok(v),
+        Ok(v) if resume::decode(&v).is_some() => Ok(v),
         Ok(v) => Err(Note::Failed {
             cpu,
             error: format!("{path} reads {v:?}; expected \"n/a\" or an integer"),

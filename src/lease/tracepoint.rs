@@ -157,6 +157,8 @@ impl Drop for Event {
 pub struct IssueWatch {
     id: u64,
     devices: BTreeMap<String, (Vec<Event>, bool)>,
+    /// The number and the CPUs each device's events were opened for.
+    opened_for: BTreeMap<String, (u64, Vec<u32>)>,
 }
 
 impl IssueWatch {
@@ -165,21 +167,33 @@ impl IssueWatch {
         Ok(IssueWatch {
             id: issue_id()?,
             devices: BTreeMap::new(),
+            opened_for: BTreeMap::new(),
         })
     }
 
-    /// Watch `device` (number `major:minor`) on `cpus`, disarmed.
+    /// Watch `device` (number `major:minor`) on `cpus`, disarmed; its
+    /// events of before, if any, closed.
     pub fn add(&mut self, device: &str, major: u32, minor: u32, cpus: &[u32]) -> io::Result<()> {
+        self.remove(device);
         let dev = kernel_dev(major, minor);
         let events = (cpus.iter())
             .map(|&c| Event::open(self.id, dev, c))
             .collect::<io::Result<Vec<_>>>()?;
         self.devices.insert(device.to_string(), (events, false));
+        self.opened_for
+            .insert(device.to_string(), (dev, cpus.to_vec()));
         Ok(())
     }
 
     pub fn remove(&mut self, device: &str) {
         self.devices.remove(device);
+        self.opened_for.remove(device);
+    }
+
+    /// Whether `device` is watched as `major:minor` on exactly `cpus`.
+    pub fn watches_as(&self, device: &str, major: u32, minor: u32, cpus: &[u32]) -> bool {
+        (self.opened_for.get(device))
+            .is_some_and(|(dev, on)| *dev == kernel_dev(major, minor) && on == cpus)
     }
 
     pub fn watches(&self, device: &str) -> bool {
