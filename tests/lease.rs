@@ -596,3 +596,32 @@ fn a_value_the_kernel_would_not_print_is_not_taken_for_an_original() {
     assert!(err.contains("cpu1"), "{err}");
     assert_eq!(values(&env), ["0", "010", "0"]);
 }
+
+#[test]
+fn a_cpu_that_cannot_be_written_is_reported_once_not_at_every_step() {
+    let (env, disk) = env();
+    let p = env.profile("p.toml", PROFILE);
+    let every: Vec<String> = (1..=500).map(|n| n.to_string()).collect();
+    let child = spawn(
+        env.faulty_cmd(
+            "cpu1/power/pm_qos_resume_latency_us",
+            &every.join(","),
+            libc::EBUSY,
+        ),
+        &p,
+    );
+    assert!(until(|| env.state.join("state.json").exists()
+        && env.state_json()["leases"]
+            .as_object()
+            .is_some_and(|l| l.len() == 3)));
+    // two seconds of I/O: a dozen steps, each trying cpu1 again
+    for n in 1..=20 {
+        env.fx.set_stat(&disk, n, 0);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(values(&env), ["10", "0", "10"]);
+    let (code, err) = stop(child, libc::SIGTERM);
+    assert_eq!(code, 0, "{err}");
+    let reports = err.lines().filter(|l| l.contains("cannot write")).count();
+    assert_eq!(reports, 1, "{err}");
+}

@@ -72,6 +72,9 @@ pub struct CpuQos {
     cpus: BTreeMap<u32, Cpu>,
     /// CPUs whose value could not be read, reported once.
     unreadable: BTreeSet<u32>,
+    /// CPUs whose last write failed, with the value: tried again at each
+    /// step, reported once per value.
+    unwritable: BTreeMap<u32, String>,
 }
 
 /// Whether `found` is a value a lease over `saved`'s original writes (or
@@ -230,14 +233,20 @@ impl CpuQos {
             let path = attr(cpu);
             match sysfs.write(&path, &value) {
                 Ok(()) => {
+                    self.unwritable.remove(&cpu);
                     if let Some(e) = self.cpus.get_mut(&cpu) {
                         e.held = hold.then_some(value);
                     }
                 }
-                Err(e) => notes.push(Note::Failed {
-                    cpu,
-                    error: format!("cannot write {value:?} to {path}: {e}"),
-                }),
+                Err(e) => {
+                    if self.unwritable.get(&cpu) != Some(&value) {
+                        notes.push(Note::Failed {
+                            cpu,
+                            error: format!("cannot write {value:?} to {path}: {e}"),
+                        });
+                    }
+                    self.unwritable.insert(cpu, value);
+                }
             }
         }
         notes
