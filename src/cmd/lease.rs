@@ -92,6 +92,12 @@ pub fn lease(ctx: &Ctx, opts: &Options) -> Result<u8, Error> {
     let mut run = Run::new(ctx, opts, profile)?;
     run.take_over(&left);
     run.regrant()?;
+    if opts.detect == Detect::Tracepoint && !run.all_watched() {
+        run.release()?;
+        return Err(Error::Usage(
+            "--detect tracepoint: the tracepoint's events cannot be opened for every disk (see above)".to_string(),
+        ));
+    }
     let monitor = hotplug_monitor();
     loop {
         let sleep = run.step();
@@ -254,7 +260,7 @@ struct Run<'a> {
     limits: BTreeMap<u32, BTreeSet<u64>>,
     start: Instant,
     /// What `lease.json` says now; a failed write is warned about once.
-    published: Option<BTreeMap<u32, CpuLease>>,
+    published: Option<(&'static str, BTreeMap<u32, CpuLease>)>,
     /// The leases last saved in the state file.
     saved: Option<BTreeMap<String, LeaseSaved>>,
     /// A grant changed what the state must hold and it is not saved yet:
@@ -538,6 +544,12 @@ impl<'a> Run<'a> {
         look
     }
 
+    /// Whether the tracepoint sees the first I/O of every leased disk
+    /// (else some disk's is seen in its stat).
+    fn all_watched(&self) -> bool {
+        (self.watch.as_ref()).is_some_and(|w| self.grants.keys().all(|d| w.watches(d)))
+    }
+
     /// Publish what the run holds, when it changed: each CPU a grant
     /// serves, the limit written there and the live disks holding it.
     fn publish(&mut self, now: Duration) {
@@ -567,21 +579,25 @@ impl<'a> Run<'a> {
                 }
             }
         }
-        if self.published.as_ref() == Some(&cpus) {
+        let detect = if self.all_watched() {
+            "tracepoint"
+        } else {
+            "stat"
+        };
+        if self
+            .published
+            .as_ref()
+            .is_some_and(|(d, c)| *d == detect && *c == cpus)
+        {
             return;
         }
         let p = Published {
             pid: std::process::id(),
-            detect: if self.watch.is_some() {
-                "tracepoint"
-            } else {
-                "stat"
-            }
-            .into(),
+            detect: detect.into(),
             cpus,
         };
         match published::write(&self.dir, &p) {
-            Ok(()) => self.published = Some(p.cpus),
+            Ok(()) => self.published = Some((detect, p.cpus)),
             Err(e) if !self.publish_failed => {
                 self.publish_failed = true;
                 log::warn!(
