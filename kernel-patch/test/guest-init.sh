@@ -15,13 +15,31 @@
 # blkqos.stress_secs=N sets the stress run's guest seconds (default 60).
 
 export PATH=/bin:/sbin:/usr/bin:/usr/sbin
-mount -t proc proc /proc
-mount -t sysfs sysfs /sys
-mount -t devtmpfs devtmpfs /dev 2>/dev/null
-mount -t configfs configfs /sys/kernel/config
-mount -t debugfs debugfs /sys/kernel/debug
-mount -t tmpfs tmpfs /run
-mount -t tmpfs tmpfs /tmp
+[ -e /proc/self ] || mount -t proc proc /proc
+# blkqos.init=systemd (the stock guest): systemd is PID 1, as on the
+# machines blkqos-lease.service runs on, and runs this script again from
+# blkqos-check.service. Its root is a tmpfs copy of this one, switched
+# to as an initramfs hands over to a real root.
+if [ $$ = 1 ] && grep -q 'blkqos\.init=systemd' /proc/cmdline; then
+	mkdir /newroot
+	mount -t tmpfs tmpfs /newroot
+	for f in $(ls -A /); do
+		[ "$f" = proc ] || [ "$f" = newroot ] || cp -a "/$f" /newroot/
+	done
+	mkdir /newroot/proc
+	umount /proc
+	exec switch_root /newroot /lib/systemd/systemd
+fi
+# under systemd, what it mounted already stays
+mnt() { # type dir
+	grep -q "^[^ ]* $2 " /proc/mounts || mount -t "$1" "$1" "$2"
+}
+mnt sysfs /sys
+mnt devtmpfs /dev
+mnt configfs /sys/kernel/config
+mnt debugfs /sys/kernel/debug
+mnt tmpfs /run
+mnt tmpfs /tmp
 
 MODE=$(sed -n 's/.*blkqos\.mode=\([a-z]*\).*/\1/p' /proc/cmdline)
 ONLY=$(sed -n 's/.*blkqos\.only=\([a-z]*\).*/\1/p' /proc/cmdline)
@@ -445,8 +463,17 @@ check_irq_cpu_burst() { # governor
 		"${p90_off:-0}" -ge $((${p90_floor:-0} + 100))
 	expect "irq-cpu-covered-first-of-burst-$g first_p50=${p50_knob}us floor=${p50_floor}us" \
 		"${p50_knob:-999999}" -le $((${p50_floor:-0} + 10))
-	expect "irq-cpu-covered-first-of-burst-p90-$g first_p90=${p90_knob}us floor=${p90_floor}us" \
-		"${p90_knob:-999999}" -le $((${p90_floor:-0} + 30))
+	# A burst that finds CPU0 already deep still pays what is left of
+	# its exit once the lease's IPI wakes it at the first submission:
+	# the exit less the 200 us completion time (seen up to floor+170 us).
+	# How many bursts find it so moves with the guests beside it (fewer
+	# than one in ten in most runs, more in some: first_p90 floor+40 us),
+	# so the p90 is bounded by what the lease must save there:
+	# at least half the completion time off the exit the first read
+	# pays without the lease. Not waking CPU0 in 10 % of the bursts or
+	# more puts the p90 at the uncovered exit and fails this.
+	expect "irq-cpu-covered-first-of-burst-p90-$g first_p90=${p90_knob}us off_first_p50=${p50_off}us" \
+		"${p90_knob:-999999}" -le $((${p50_off:-0} - 100))
 	expect "irq-cpu-burst-$g-deep-between-bursts cpu0_deep=$deep_knob" \
 		"${deep_knob:-0}" -ge 10
 	extra=$((cal_knob - cal_off))
@@ -1273,6 +1300,64 @@ ulease_cfg_off() { # cfg
 	tp | stat) ulease_stop ;;
 	esac
 }
+unit_state() { systemctl show -p "$1" --value blkqos-lease.service; }
+unit_wait() { # property value [tenths of a second]
+	i=0
+	while [ $i -lt "${3:-100}" ] && [ "$(unit_state "$1")" != "$2" ]; do
+		sleep 0.1
+		i=$((i + 1))
+	done
+}
+# blkqos-lease.service as installed, under systemd: its ExecCondition lets
+# it run on a kernel without the knobs, its sandbox leaves it the
+# tracepoint, the CPUs' values and its state; after a SIGKILL its stop
+# step puts every value back before the restart; a bad profile on reload
+# is kept out
+check_lease_unit() {
+	expect "ulease-unit-under-systemd" -d /run/systemd/system
+	[ -d /run/systemd/system ] || return
+	systemctl start blkqos-lease.service
+	unit_wait ActiveState active
+	i=0
+	while [ $i -lt 100 ] && ! grep -q "ul: CPUs 0-1 held at 10 us" /run/ulease-unit.log; do
+		sleep 0.1
+		i=$((i + 1))
+	done
+	expect "ulease-unit-starts $(unit_state ActiveState)/$(unit_state SubState)" \
+		"$(unit_state SubState)" = running -a $i -lt 100
+	expect "ulease-unit-sandbox-leaves-the-tracepoint" \
+		-n "$(grep 'through the block:block_rq_issue tracepoint' /run/ulease-unit.log)"
+	fio --name=u --filename=/dev/ul --rw=randread --bs=4k --direct=1 \
+		--ioengine=psync --cpus_allowed=1 --time_based --runtime=2 \
+		--output-format=terse >/dev/null 2>&1 &
+	f=$!
+	sleep 1
+	held=$(qos_both)
+	systemctl kill -s KILL blkqos-lease.service
+	# stop-post runs ExecStopPost; auto-restart then waits RestartSec (1 s)
+	i=0
+	while [ $i -lt 200 ] && [ "$(unit_state SubState)" != auto-restart ]; do
+		i=$((i + 1))
+	done
+	back=$(qos_both)
+	wait $f
+	expect "ulease-unit-holds-during-io $held" "$held" = "10 10"
+	expect "ulease-unit-stop-step-puts-back-after-sigkill $back" "$back" = "0 500"
+	unit_wait SubState running
+	expect "ulease-unit-restarts-after-sigkill $(unit_state NRestarts)" \
+		"$(unit_state SubState)" = running -a "$(unit_state NRestarts)" = 1
+	echo 'cpu_lat_limit_us = [' >/etc/blkqos/blkqos.toml
+	systemctl reload blkqos-lease.service
+	sleep 1
+	expect "ulease-unit-reload-keeps-the-old-profile $(unit_state SubState)" \
+		"$(unit_state SubState)" = running \
+		-a -n "$(grep 'keeping the profile read before' /run/ulease-unit.log)"
+	cp /tmp/ul-good.toml /etc/blkqos/blkqos.toml
+	systemctl stop blkqos-lease.service
+	expect "ulease-unit-stop-puts-back $(qos_both)" "$(qos_both)" = "0 500" \
+		-a -z "$(grep -o pm_qos_resume_latency_us /run/blkqos/state.json)"
+	sed 's/^/blkqos-lease.service: /' /run/ulease-unit.log | tail -n 20
+}
 check_user_lease() {
 	mknull ul queue_mode=2 irqmode=2 completion_nsec=200000 submit_queues=2 \
 		complete_cpu=1 irq_cpu=0 || fail setup-ul
@@ -1374,6 +1459,25 @@ check_user_lease() {
 		expect "ulease-state-has-no-leases-left-$next" \
 			-z "$(grep -o pm_qos_resume_latency_us /run/blkqos/state.json)"
 	done
+
+	# a CPU that comes online after the start gets its events: CPU1
+	# offline at the start, online again, its I/O starts the lease
+	echo 0 >/sys/devices/system/cpu/cpu1/online
+	ulease_start tracepoint
+	echo 1 >/sys/devices/system/cpu/cpu1/online
+	udevadm settle -t 30
+	sleep 0.5
+	fio --name=o --filename=/dev/ul --rw=randread --bs=4k --direct=1 \
+		--ioengine=psync --cpus_allowed=1 --time_based --runtime=1 \
+		--output-format=terse >/dev/null 2>&1 &
+	f=$!
+	sleep 0.5
+	held=$(qos_both)
+	wait $f
+	ulease_stop
+	expect "ulease-cpu-online-later-is-watched $held" "$held" = "10 10"
+
+	check_lease_unit
 
 	# bursts after idle gaps, the configurations in turns
 	for cfg in off floor static tp stat; do
