@@ -61,16 +61,20 @@ fn spawn(mut cmd: Command, profile: &std::path::Path) -> Child {
         .unwrap()
 }
 
-fn start(env: &Env, profile: &std::path::Path) -> Child {
-    let child = spawn(env.cmd(), profile);
-    // running once it saved the originals of the CPUs it may hold
+/// Wait until a run saved the originals of `n` CPUs: it is running.
+fn wait_saved(env: &Env, n: usize) {
     assert!(
         until(|| env.state.join("state.json").exists()
             && env.state_json()["leases"]
                 .as_object()
-                .is_some_and(|l| l.len() == 3)),
-        "no originals saved"
+                .is_some_and(|l| l.len() == n)),
+        "no originals of {n} CPUs saved"
     );
+}
+
+fn start(env: &Env, profile: &std::path::Path) -> Child {
+    let child = spawn(env.cmd(), profile);
+    wait_saved(env, 3);
     child
 }
 
@@ -436,10 +440,7 @@ fn a_change_the_state_cannot_save_holds_no_cpu_until_it_is_saved() {
     let mut cmd = env.cmd();
     cmd.args(["--lock-timeout", "0.2"]);
     let child = spawn(cmd, &p);
-    assert!(until(|| env.state.join("state.json").exists()
-        && env.state_json()["leases"]
-            .as_object()
-            .is_some_and(|l| l.len() == 3)));
+    wait_saved(&env, 3);
     // someone holds the state lock while the profile's limit changes
     let lock = std::fs::File::open(env.state.join("lock")).unwrap();
     // SAFETY: flock(2) on an open file's descriptor.
@@ -579,10 +580,7 @@ fn a_value_the_kernel_would_not_print_is_not_taken_for_an_original() {
     env.fx.put(&resume(1), "010");
     let p = env.profile("p.toml", PROFILE);
     let child = spawn(env.cmd(), &p);
-    assert!(until(|| env.state.join("state.json").exists()
-        && env.state_json()["leases"]
-            .as_object()
-            .is_some_and(|l| l.len() >= 2)));
+    wait_saved(&env, 2);
     env.fx.set_stat(&disk, 1, 0);
     assert!(
         until(|| values(&env) == ["10", "010", "10"]),
@@ -610,10 +608,7 @@ fn a_cpu_that_cannot_be_written_is_reported_once_not_at_every_step() {
         ),
         &p,
     );
-    assert!(until(|| env.state.join("state.json").exists()
-        && env.state_json()["leases"]
-            .as_object()
-            .is_some_and(|l| l.len() == 3)));
+    wait_saved(&env, 3);
     // two seconds of I/O: a dozen steps, each trying cpu1 again
     for n in 1..=20 {
         env.fx.set_stat(&disk, n, 0);

@@ -1300,6 +1300,13 @@ ulease_cfg_off() { # cfg
 	tp | stat) ulease_stop ;;
 	esac
 }
+# reads on ul from CPU1 for $1 seconds, in the background ($f)
+ul_io() {
+	fio --name=ul --filename=/dev/ul --rw=randread --bs=4k --direct=1 \
+		--ioengine=psync --cpus_allowed=1 --time_based --runtime="$1" \
+		--output-format=terse >/dev/null 2>&1 &
+	f=$!
+}
 unit_state() { systemctl show -p "$1" --value blkqos-lease.service; }
 unit_wait() { # property value [tenths of a second]
 	i=0
@@ -1327,10 +1334,7 @@ check_lease_unit() {
 		"$(unit_state SubState)" = running -a $i -lt 100
 	expect "ulease-unit-sandbox-leaves-the-tracepoint" \
 		-n "$(grep 'through the block:block_rq_issue tracepoint' /run/ulease-unit.log)"
-	fio --name=u --filename=/dev/ul --rw=randread --bs=4k --direct=1 \
-		--ioengine=psync --cpus_allowed=1 --time_based --runtime=2 \
-		--output-format=terse >/dev/null 2>&1 &
-	f=$!
+	ul_io 2
 	sleep 1
 	held=$(qos_both)
 	systemctl kill -s KILL blkqos-lease.service
@@ -1393,10 +1397,7 @@ check_user_lease() {
 	expect "ulease-idle-leaves-the-originals $(qos_both)" "$(qos_both)" = "0 500"
 
 	# during I/O both CPUs are held; after it, the originals come back
-	fio --name=h --filename=/dev/ul --rw=randread --bs=4k --direct=1 \
-		--ioengine=psync --cpus_allowed=1 --time_based --runtime=2 \
-		--output-format=terse >/dev/null 2>&1 &
-	f=$!
+	ul_io 2
 	sleep 1
 	held=$(qos_both)
 	# status and metrics show it, the mechanism named
@@ -1439,10 +1440,7 @@ check_user_lease() {
 	# stop step (ExecStopPost) or the next start puts them back
 	for next in stop-step start; do
 		ulease_start tracepoint
-		fio --name=k --filename=/dev/ul --rw=randread --bs=4k --direct=1 \
-			--ioengine=psync --cpus_allowed=1 --time_based --runtime=2 \
-			--output-format=terse >/dev/null 2>&1 &
-		f=$!
+		ul_io 2
 		sleep 1
 		kill -KILL $ul_pid
 		wait $ul_pid 2>/dev/null
@@ -1467,10 +1465,7 @@ check_user_lease() {
 	echo 1 >/sys/devices/system/cpu/cpu1/online
 	udevadm settle -t 30
 	sleep 0.5
-	fio --name=o --filename=/dev/ul --rw=randread --bs=4k --direct=1 \
-		--ioengine=psync --cpus_allowed=1 --time_based --runtime=1 \
-		--output-format=terse >/dev/null 2>&1 &
-	f=$!
+	ul_io 1
 	sleep 0.5
 	held=$(qos_both)
 	wait $f
