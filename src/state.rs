@@ -165,8 +165,32 @@ impl StateDir {
     /// Take the exclusive lock (waiting for other runs up to the lock
     /// timeout) and load the state.
     pub fn lock(&self) -> Result<Locked, StateError> {
+        self.lock_waiting(true)
+    }
+
+    /// [`StateDir::lock`] without waiting: busy at once when another run
+    /// holds the lock (for a loop that tries again later).
+    pub fn lock_now(&self) -> Result<Locked, StateError> {
+        self.lock_waiting(false)
+    }
+
+    fn lock_waiting(&self, wait: bool) -> Result<Locked, StateError> {
         let (dir, lock, lock_path) = self.open_lock_file(LOCK_FILE)?;
-        wait_for_lock(&lock, &lock_path, self.lock_timeout)?;
+        if wait {
+            wait_for_lock(&lock, &lock_path, self.lock_timeout)?;
+        } else {
+            match lock.try_lock() {
+                Ok(()) => {}
+                Err(fs::TryLockError::WouldBlock) => {
+                    return Err(StateError::Busy {
+                        holder: holder_pid(&lock),
+                        path: lock_path,
+                        waited: Duration::ZERO,
+                    });
+                }
+                Err(fs::TryLockError::Error(e)) => return Err(io_err(&lock_path)(e)),
+            }
+        }
         // Name this run as the holder for the runs that wait for it.
         let pid = format!("{}\n", std::process::id());
         lock.set_len(0)

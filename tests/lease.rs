@@ -620,3 +620,46 @@ fn a_cpu_that_cannot_be_written_is_reported_once_not_at_every_step() {
     let reports = err.lines().filter(|l| l.contains("cannot write")).count();
     assert_eq!(reports, 1, "{err}");
 }
+
+#[test]
+fn a_busy_state_lock_keeps_no_lapse_waiting_and_is_reported_once() {
+    let (env, disk) = env();
+    let p = env.profile("p.toml", PROFILE);
+    let mut cmd = env.cmd();
+    // longer than `until` waits: a step that waits for the lock fails it
+    cmd.args(["--lock-timeout", "60"]);
+    let child = spawn(cmd, &p);
+    wait_saved(&env, 3);
+    env.fx.set_stat(&disk, 1, 0);
+    assert!(until(|| values(&env) == ["10", "10", "10"]));
+    let lock = std::fs::File::open(env.state.join("lock")).unwrap();
+    // SAFETY: flock(2) on an open file's descriptor.
+    assert_eq!(
+        unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&lock), libc::LOCK_EX) },
+        0
+    );
+    env.profile("p.toml", PROFILE.replace("= 10", "= 5").as_str());
+    signal(&child, libc::SIGHUP);
+    // the last I/O was before the reload: the lapse comes 300 ms after it
+    assert!(
+        until(|| values(&env) == ["0", "0", "0"]),
+        "{:?}",
+        values(&env)
+    );
+    // I/O while the lock is still busy: tried at each step, said once
+    for n in 2..8 {
+        env.fx.set_stat(&disk, n, 0);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    drop(lock);
+    env.fx.set_stat(&disk, 9, 0);
+    assert!(
+        until(|| values(&env) == ["5", "5", "5"]),
+        "{:?}",
+        values(&env)
+    );
+    let (code, err) = stop(child, libc::SIGTERM);
+    assert_eq!(code, 0, "{err}");
+    let said = err.matches("until the state can be saved").count();
+    assert_eq!(said, 1, "{err}");
+}

@@ -263,10 +263,14 @@ struct Run<'a> {
     published: Option<(&'static str, BTreeMap<u32, CpuLease>)>,
     /// The leases last saved in the state file.
     saved: Option<BTreeMap<String, LeaseSaved>>,
-    /// A grant changed what the state must hold and it is not saved yet:
-    /// until it is, no CPU is held (a SIGKILL would leave values that
-    /// no put-back knows).
+    /// A rescan may have changed what the state must hold, and it is not
+    /// saved yet: until it is, no CPU is newly held or held at another
+    /// limit (a SIGKILL would leave values no put-back knows); letting
+    /// go is not held back. Tried again at the steps that would hold,
+    /// without waiting for the lock.
     unsaved: bool,
+    /// A failed save is logged once, until one succeeds.
+    save_failed: bool,
     /// The state directory, checked and resolved: where `lease.json` goes.
     dir: PathBuf,
     publish_failed: bool,
@@ -317,6 +321,7 @@ impl<'a> Run<'a> {
             publish_failed: false,
             saved: None,
             unsaved: false,
+            save_failed: false,
             dir: ctx.state.checked_dir()?,
         })
     }
@@ -417,16 +422,34 @@ impl<'a> Run<'a> {
         for n in notes {
             log::warn!("{n}");
         }
+        // not waiting for the lock: the steps try again
         self.unsaved = true;
-        if let Err(e) = self.save() {
-            log::error!("{e}; no CPU is held until the state can be saved");
-        }
+        self.save_or_log(false);
         Ok(())
+    }
+
+    /// Save, and say once when it fails; false when it did.
+    fn save_or_log(&mut self, wait: bool) -> bool {
+        match self.save(wait) {
+            Ok(()) => {
+                self.save_failed = false;
+                true
+            }
+            Err(e) => {
+                if !self.save_failed {
+                    log::error!(
+                        "{e}; no CPU is newly held or held at another limit until the state can be saved"
+                    );
+                }
+                self.save_failed = true;
+                false
+            }
+        }
     }
 
     /// The state file's leases: every CPU a grant may hold, with its
     /// original and every limit the run may have written over it.
-    fn save(&mut self) -> Result<(), Error> {
+    fn save(&mut self, wait: bool) -> Result<(), Error> {
         for g in self.grants.values() {
             for &c in &g.cpus {
                 self.limits.entry(c).or_default().insert(g.limit_us);
@@ -446,9 +469,13 @@ impl<'a> Run<'a> {
         // the state's leases are this run's while it holds the lease lock:
         // what it saved last is what the file has
         if self.saved.as_ref() == Some(&leases) {
+            self.unsaved = false;
             return Ok(());
         }
-        let mut locked = self.ctx.state.lock()?;
+        let mut locked = match wait {
+            true => self.ctx.state.lock()?,
+            false => self.ctx.state.lock_now()?,
+        };
         if locked.state.leases != leases {
             locked.state.leases = leases.clone();
             locked.save()?;
@@ -502,11 +529,19 @@ impl<'a> Run<'a> {
             log::warn!("{n}");
         }
         // an original is saved before a value is written over it; when
-        // it cannot be, the CPU is not held (letting go is still safe)
-        if (plan.changed || self.unsaved)
-            && let Err(e) = self.save()
-        {
-            log::error!("{e}; no CPU is held until the state can be saved");
+        // it cannot be, the CPU is not held (letting go is still safe).
+        // A save left over from a rescan is tried again only by a step
+        // that would hold, and without waiting for the lock, so that a
+        // lapse or a signal is never kept waiting by another run
+        let holds = plan.writes.iter().any(|(_, _, hold)| *hold);
+        let saved = if plan.changed {
+            self.save_or_log(true)
+        } else if self.unsaved && holds {
+            self.save_or_log(false)
+        } else {
+            true
+        };
+        if !saved {
             plan.writes.retain(|(_, _, hold)| !hold);
         }
         for n in self.qos.write(sysfs, plan.writes) {
