@@ -3,10 +3,11 @@
 
 Usage: bench/kernel.py [--json FILE] [--parse-only]
 
-Runs `kernel-patch/test/run --bench`: three non-debug kernels booted under
+Runs `kernel-patch/test/run --bench`: four non-debug kernels booted under
 TCG with -icount shift=0 (guest time is instruction count, so a run
 repeats): the lease kernel (CONFIG_CPU_LATENCY_LEASE=y), the same kernel
-without it, and the PSD model kernel (kernel-patch/test/psd/). It then
+without it, the PSD model kernel (kernel-patch/test/psd/) and the stock
+kernel (Debian's, no series), where `blkqos lease` runs. It then
 reads the BLKQOS-MEASURE lines of their console logs:
 
   hotpath  null_blk irqmode 0 (inline) and 1 (softirq), fio psync QD1 4k
@@ -22,7 +23,8 @@ reads the BLKQOS-MEASURE lines of their console logs:
            spread uniformly over +/- 50 % (and 50 us fixed, to show what
            a fixed delay lets menu learn); libaio QD1 and QD4; menu and
            teo; every peer: baseline, floor, dma, resume, knob10, knob0,
-           auto, psd (see guest-init.sh peer_on); p50/p99/p99.9/max, IOPS,
+           auto, psd, ulease (blkqos lease at 10 us / 3 ms, the stock
+           kernel's knob10; see guest-init.sh peer_on); p50/p99/p99.9/max, IOPS,
            the deep state's share of each CPU's time while fio ran (CPU2,
            the device, is reported but counted in no power figure).
            The device is made again for every peer, so all see the same
@@ -34,7 +36,11 @@ reads the BLKQOS-MEASURE lines of their console logs:
            BENCH_REPS runs each
 Every configuration starts from a governor without history, the peers in a
 rotated order per repeat; the PSD model kernel runs its own baseline and
-floor (psd_baseline, psd_floor), which PSD's ratios are taken against.
+floor (psd_baseline, psd_floor), which PSD's ratios are taken against, and
+the stock kernel its own (stock_baseline, stock_floor and stock_resume, the
+static fallback there), which blkqos lease's are: that kernel also has what
+systemd needs as PID 1 (cgroups, BPF, seccomp, namespaces), which the lease
+kernels do not, so its figures are compared only within it.
 
 --parse-only reads the logs of an earlier run. Environment:
 BLKQOS_KERNEL_CACHE (logs), BLKQOS_BENCH_IOS (I/Os per latency point,
@@ -64,21 +70,26 @@ IO_CPUS = {"cross": (0, 1), "local": (1,)}
 # CPUs reported (CPU2 is the device: shown, never counted)
 CPUS = (0, 1, 2)
 # the configurations of the latency and power figures, in table order
-PEERS = ["baseline", "floor", "dma", "resume", "psd", "psd_cpu0_floor", "knob10", "knob0", "auto"]
+PEERS = ["baseline", "floor", "dma", "resume", "psd", "psd_cpu0_floor", "knob10", "knob0", "auto",
+         "stock_resume", "ulease"]
 LAT_METRICS = ("iops", "mean", "p50", "p99", "p999", "max") + tuple(
     f"{m}_pct" for c in CPUS for m in (f"deep{c}", f"spin{c}", f"c1_{c}", f"poll{c}"))
 POWER_METRICS = ("pct", "spin_pct", "c1_pct", "poll_pct")
-# the PSD model kernel's own references, named apart from the lease
-# kernel's: PSD is compared with the floor of its own kernel
-OWN = {"baseline": "psd_baseline", "floor": "psd_floor"}
+# the PSD model kernel's and the stock kernel's own configurations, named
+# apart from the lease kernel's: PSD and blkqos lease are compared with
+# the floor and the baseline of their own kernel
+OWN = {"psdmodel": {"baseline": "psd_baseline", "floor": "psd_floor"},
+       "stock": {"baseline": "stock_baseline", "floor": "stock_floor", "resume": "stock_resume"}}
 
 
 def reference(rows, cfg, ref, **where):
     """The row cfg is compared with, ref "floor" or "baseline": the PSD
-    model kernel's own for its configurations, the lease kernel's for the
-    others and for runs before the PSD kernel had its own (same tree and
-    config but for the two patches)."""
-    own = OWN[ref] if cfg.startswith("psd") else ref
+    model kernel's own for its configurations, the stock kernel's for
+    blkqos lease, the lease kernel's for the others and for runs before
+    the PSD kernel had its own (same tree and config but for the two
+    patches)."""
+    kernel = "psdmodel" if cfg.startswith("psd") else "stock" if cfg in ("ulease", "stock_resume") else None
+    own = OWN[kernel][ref] if kernel else ref
     return find(rows, **where, cfg=own) or find(rows, **where, cfg=ref)
 
 
@@ -127,8 +138,8 @@ def collect():
         # benchpoint: where each point began (guest uptime), no figures
         if kind not in ("hotpath", "lat", "power"):
             continue
-        if f.get("kernel") == "psdmodel":
-            f["cfg"] = OWN.get(f["cfg"], f["cfg"])
+        if f.get("kernel") in OWN:
+            f["cfg"] = OWN[f["kernel"]].get(f["cfg"], f["cfg"])
         if kind == "hotpath":
             result["hotpath"].append(f)
         elif kind == "lat":
@@ -213,7 +224,7 @@ def targets(r):
                              "target_shape": shape == "cross",
                              "met": (ratio or 0) >= 1.3,
                              "met_by_every_run": bool(span) and span[0] >= 1.3})
-        for cfg in ("knob10", "auto"):
+        for cfg in ("knob10", "auto", "ulease"):
             ratio, span = rel(cfg)
             out["latency_bought"].append({**where, "cfg": cfg, "p99_over_floor": ratio,
                                           "range": span,

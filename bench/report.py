@@ -22,9 +22,11 @@ from kernel import IO_CPUS, PEERS, find, reference  # noqa: E402  (bench/kernel.
 
 LABEL = {"baseline": "deep allowed", "floor": "C-states off", "dma": "cpu_dma_latency (TuneD)",
          "resume": "per-CPU resume latency", "psd": "PSD model", "psd_cpu0_floor": "PSD model, CPU0 deep off", "knob10": "knob 10 us",
-         "knob0": "knob 0 us", "auto": "knob auto"}
+         "knob0": "knob 0 us", "auto": "knob auto", "stock_resume": "per-CPU resume latency (stock kernel)",
+         "ulease": "blkqos lease 10 us (stock kernel)"}
 COLOR = {"baseline": "#999999", "floor": "#1f77b4", "dma": "#9467bd", "resume": "#8c564b",
-         "psd": "#d62728", "psd_cpu0_floor": "#e377c2", "knob10": "#2ca02c", "knob0": "#ff7f0e", "auto": "#17becf"}
+         "psd": "#d62728", "psd_cpu0_floor": "#e377c2", "knob10": "#2ca02c", "knob0": "#ff7f0e", "auto": "#17becf",
+         "stock_resume": "#c49c94", "ulease": "#bcbd22"}
 MARK = {("menu", 1): "o", ("menu", 4): "s", ("teo", 1): "^", ("teo", 4): "D"}
 
 
@@ -187,7 +189,7 @@ def summary(k):
                    f" QD{r['qd']}: deep allowed p99 / C-states off p99 = {r['baseline_p99_over_floor']}"
                    f" (runs {r['range']}) {'met' if r['met'] else 'NOT met'}")
     for shape in shapes(k):
-        for cfg in ("knob10", "auto"):
+        for cfg in ("knob10", "auto", "ulease"):
             rows = [r for r in t["latency_bought"] if r["shape"] == shape and r["cfg"] == cfg
                     and r["p99_over_floor"] is not None]
             miss = [f"{r['gov']} {r['cus']}{'' if r['spread'] else 'f'} QD{r['qd']} {r['p99_over_floor']}"
