@@ -1649,11 +1649,12 @@ check_tick() {
 			measure "tick gov=$g limit=$lim ios=$n reprograms_cpu1=$r ticks=$ticks iops=${res%% *}"
 			[ $lim = -1 ] && off=$r || on=$r
 		done
-		# at most one programming a tick while fio runs, plus the
-		# one that arms the first lapse and the one that lets the
-		# last lapse go after the run (152 against 23 + 128 seen)
+		# about one programming a tick while fio runs, plus the one
+		# that arms the first lapse and the one that lets the last go
+		# (152 against 23 + 128 seen; 156 against 19 + 128 once, so
+		# the bound is two a tick): one per I/O would be 2000 more
 		expect "tick-$g-nohz-full-no-reprogramming-per-io off=$off on=$on ios=$n ticks=$ticks" \
-			"$on" -le $((off + ticks + 2))
+			"$on" -le $((off + 2 * ticks))
 	done
 	echo -1 >"$(knob tk limit_us)"
 	echo menu >$CPUIDLE/current_governor
