@@ -1401,6 +1401,79 @@ check_lease_unit() {
 		-a -z "$(grep -o pm_qos_resume_latency_us /run/blkqos/state.json)"
 	sed 's/^/blkqos-lease.service: /' /run/ulease-unit.log | tail -n 20
 }
+# The Ansible role on the stock kernel, run by the guest on itself as on a
+# managed host (connection local, ansible-core from the second archive):
+# blkqos_lease=auto installs, enables and starts blkqos-lease.service,
+# which holds the CPUs during I/O; a second run changes nothing;
+# blkqos_state=restored stops and disables it with every value back.
+role_run() { # name [ansible-playbook options]
+	local name=$1 rc=0
+	shift
+	cat >/tmp/role.yml <<-'EOF2'
+	- name: blkqos on this guest, as on a managed host
+	  hosts: all
+	  gather_facts: false
+	  vars:
+	    blkqos_binary_src: /usr/bin/blkqos
+	    blkqos_binary: /usr/local/sbin/blkqos
+	    blkqos_profile_src: /tmp/ul-good.toml
+	  roles:
+	    - role: blkqos.blkqos.blkqos
+	EOF2
+	HOME=/tmp LC_ALL=C.UTF-8 ANSIBLE_NOCOLOR=1 \
+		ANSIBLE_COLLECTIONS_PATH=/usr/share/blkqos-ansible/collections \
+		ansible-playbook -i localhost, -c local \
+		-e ansible_python_interpreter=/usr/bin/python3 -vvvvv "$@" /tmp/role.yml \
+		>/tmp/role-$name.log 2>&1 || rc=$?
+	[ $rc = 0 ] || grep -a -v '^ *$' /tmp/role-$name.log | grep -a -i -A3 'search_path\|fatal\|error' |
+		tail -n 60 | sed "s/^/role $name: /"
+	recap=$(sed -n 's/^localhost *: //p' /tmp/role-$name.log | tr -s ' ')
+	return $rc
+}
+check_lease_role() {
+	[ -d /run/systemd/system ] || return
+	mkdir -p /dev/shm
+	grep -q ' /dev/shm ' /proc/mounts || mount -t tmpfs shm /dev/shm
+	systemctl disable blkqos-lease.service >/dev/null 2>&1
+	: >/run/ulease-unit.log
+	s0=$(date +%s)
+	role_run present
+	rc=$?
+	measure "ulease-role run=present guest_secs=$(($(date +%s) - s0)) $recap"
+	expect "ulease-role-runs rc=$rc" $rc = 0
+	expect "ulease-role-starts-the-unit $(systemctl is-enabled blkqos-lease.service) $(unit_state SubState)" \
+		"$(systemctl is-enabled blkqos-lease.service)" = enabled \
+		-a "$(unit_state SubState)" = running \
+		-a -n "$(unit_state ExecStart | grep -o '/usr/local/sbin/blkqos')"
+	unit_wait ActiveState active
+	i=0
+	while [ $i -lt 100 ] && ! grep -q "ul: CPUs 0-1 held at 10 us" /run/ulease-unit.log; do
+		sleep 0.1
+		i=$((i + 1))
+	done
+	ul_io 2
+	sleep 1
+	held=$(qos_both)
+	wait $f
+	sleep 0.5
+	expect "ulease-role-unit-holds-during-io $held then $(qos_both)" \
+		"$held" = "10 10" -a "$(qos_both)" = "0 500"
+	role_run again
+	rc=$?
+	expect "ulease-role-second-run-changes-nothing rc=$rc $recap" \
+		$rc = 0 -a -n "$(echo "$recap" | grep ' changed=0 ')"
+	role_run restored -e blkqos_state=restored
+	rc=$?
+	ul_io 1
+	sleep 0.5
+	during=$(qos_both)
+	wait $f
+	expect "ulease-role-restored-stops-the-unit rc=$rc $(systemctl is-enabled blkqos-lease.service) $(unit_state ActiveState) $during" \
+		$rc = 0 -a "$(systemctl is-enabled blkqos-lease.service)" = disabled \
+		-a "$(unit_state ActiveState)" = inactive -a "$during" = "0 500" \
+		-a -z "$(grep -o pm_qos_resume_latency_us /run/blkqos/state.json 2>/dev/null)"
+	sed 's/^/blkqos-lease.service (role): /' /run/ulease-unit.log | tail -n 10
+}
 check_user_lease() {
 	mknull ul queue_mode=2 irqmode=2 completion_nsec=200000 submit_queues=2 \
 		complete_cpu=1 irq_cpu=0 || fail setup-ul
@@ -1600,6 +1673,7 @@ check_user_lease() {
 		ulease_cfg_off $cfg
 		measure "ulease-hot cfg=$cfg iops=$1 clat_mean_us=$2 p99_us=$3 cpu_us=$((u1 - u0)) wakeups=$((w1 - w0)) utime_stime_ticks=$(echo $t0 $t1 | awk '{ print $3 - $1 "," $4 - $2 }')"
 	done
+	check_lease_role
 	rmnull ulh
 	rmnull ul
 	grep -q . /tmp/ulease.log && sed 's/^/blkqos lease: /' /tmp/ulease.log | tail -n 40
