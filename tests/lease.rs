@@ -663,3 +663,24 @@ fn a_busy_state_lock_keeps_no_lapse_waiting_and_is_reported_once() {
     let said = err.matches("until the state can be saved").count();
     assert_eq!(said, 1, "{err}");
 }
+
+#[test]
+fn cpus_possible_but_not_present_are_not_leased() {
+    // blk-mq maps every possible CPU to a queue; a CPU that may be
+    // hot-added later has no directory, hence no resume latency to hold
+    let (env, disk) = env();
+    env.fx.put("devices/system/cpu/possible", "0-3");
+    env.fx.put("devices/system/cpu/present", "0-2");
+    let p = env.profile("p.toml", PROFILE);
+    let child = start(&env, &p);
+    env.fx.set_stat(&disk, 1, 0);
+    assert!(
+        until(|| values(&env) == ["10", "10", "10"]),
+        "{:?}",
+        values(&env)
+    );
+    let (code, err) = stop(child, libc::SIGTERM);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("CPUs 0-2 held at 10 us"), "{err}");
+    assert!(!err.contains("cpu3"), "{err}");
+}

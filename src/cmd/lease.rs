@@ -363,9 +363,19 @@ impl<'a> Run<'a> {
         let sysfs = &self.ctx.sysfs;
         let inv = discover::scan(sysfs, Extent::All, Detail::for_profile(Some(&self.profile)))?;
         let snap = Snapshot::take(sysfs, inv, State::default(), Some(&self.profile));
-        let (grants, warnings) = plan::lease_grants(&self.profile, &snap);
+        let (mut grants, warnings) = plan::lease_grants(&self.profile, &snap);
         for w in &warnings {
             log::warn!("{w}");
+        }
+        // blk-mq maps every possible CPU; one not present (hot-added later,
+        // then a udev cpu event regrants) has no resume latency to hold
+        if let Some(present) = sysfs
+            .attr("devices/system/cpu/present")
+            .and_then(|l| crate::idle::parse_cpu_list(&l))
+        {
+            for g in grants.values_mut() {
+                g.cpus.retain(|c| present.contains(c));
+            }
         }
         let now = self.now();
         for gone in self.grants.keys().filter(|d| !grants.contains_key(*d)) {
