@@ -1335,6 +1335,18 @@ ulease_cfg_off() { # cfg
 	tp | stat) ulease_stop ;;
 	esac
 }
+# deep time of CPU0 and CPU1 (ms) over $1 seconds of sleep, and CPU0's
+# deep entries
+idle_deep() {
+	local a0 a1 b0 b1
+	a0=$(idle-snap 0)
+	a1=$(idle-snap 1)
+	sleep "$1"
+	b0=$(idle-snap 0)
+	b1=$(idle-snap 1)
+	echo $(($(delta "$a0" "$b0" 6) / 1000)) $(($(delta "$a1" "$b1" 6) / 1000)) \
+		$(delta "$a0" "$b0" 3)
+}
 # reads on ul from CPU1 for $1 seconds, in the background ($f)
 ul_io() {
 	fio --name=ul --filename=/dev/ul --rw=randread --bs=4k --direct=1 \
@@ -1425,7 +1437,7 @@ role_run() { # name [ansible-playbook options]
 		ansible-playbook -i localhost, -c local \
 		-e ansible_python_interpreter=/usr/bin/python3 -vvvvv "$@" /tmp/role.yml \
 		>/tmp/role-$name.log 2>&1 || rc=$?
-	[ $rc = 0 ] || grep -a -v '^ *$' /tmp/role-$name.log | grep -a -i -A3 'search_path\|fatal\|error' |
+	[ $rc = 0 ] || grep -a -v '^ *$' /tmp/role-$name.log | grep -a -i -A3 'looking for\|fatal\|error' |
 		tail -n 60 | sed "s/^/role $name: /"
 	recap=$(sed -n 's/^localhost *: //p' /tmp/role-$name.log | tr -s ' ')
 	return $rc
@@ -1434,18 +1446,23 @@ check_lease_role() {
 	[ -d /run/systemd/system ] || return
 	mkdir -p /dev/shm
 	grep -q ' /dev/shm ' /proc/mounts || mount -t tmpfs shm /dev/shm
+	# what the unit's checks left: stopped, disabled, the harness's file
+	systemctl stop blkqos-lease.service
 	systemctl disable blkqos-lease.service >/dev/null 2>&1
+	expect "ulease-role-unit-stopped-before $(unit_state ActiveState)" \
+		"$(unit_state ActiveState)" = inactive
 	: >/run/ulease-unit.log
 	s0=$(date +%s)
 	role_run present
 	rc=$?
 	measure "ulease-role run=present guest_secs=$(($(date +%s) - s0)) $recap"
 	expect "ulease-role-runs rc=$rc" $rc = 0
-	expect "ulease-role-starts-the-unit $(systemctl is-enabled blkqos-lease.service) $(unit_state SubState)" \
-		"$(systemctl is-enabled blkqos-lease.service)" = enabled \
-		-a "$(unit_state SubState)" = running \
-		-a -n "$(unit_state ExecStart | grep -o '/usr/local/sbin/blkqos')"
 	unit_wait ActiveState active
+	pid=$(unit_state MainPID)
+	exe=$(readlink /proc/$pid/exe)
+	expect "ulease-role-starts-the-unit $(systemctl is-enabled blkqos-lease.service) $(unit_state SubState) $exe" \
+		"$(systemctl is-enabled blkqos-lease.service)" = enabled \
+		-a "$(unit_state SubState)" = running -a "$exe" = /usr/local/sbin/blkqos
 	i=0
 	while [ $i -lt 100 ] && ! grep -q "ul: CPUs 0-1 held at 10 us" /run/ulease-unit.log; do
 		sleep 0.1
@@ -1457,11 +1474,12 @@ check_lease_role() {
 	wait $f
 	sleep 0.5
 	expect "ulease-role-unit-holds-during-io $held then $(qos_both)" \
-		"$held" = "10 10" -a "$(qos_both)" = "0 500"
+		$i -lt 100 -a "$held" = "10 10" -a "$(qos_both)" = "0 500"
 	role_run again
 	rc=$?
 	expect "ulease-role-second-run-changes-nothing rc=$rc $recap" \
-		$rc = 0 -a -n "$(echo "$recap" | grep ' changed=0 ')"
+		$rc = 0 -a -n "$(echo "$recap" | grep ' changed=0 .* failed=0 ')" \
+		-a "$(unit_state MainPID)" = "$pid"
 	role_run restored -e blkqos_state=restored
 	rc=$?
 	ul_io 1
@@ -1471,8 +1489,23 @@ check_lease_role() {
 	expect "ulease-role-restored-stops-the-unit rc=$rc $(systemctl is-enabled blkqos-lease.service) $(unit_state ActiveState) $during" \
 		$rc = 0 -a "$(systemctl is-enabled blkqos-lease.service)" = disabled \
 		-a "$(unit_state ActiveState)" = inactive -a "$during" = "0 500" \
-		-a -z "$(grep -o pm_qos_resume_latency_us /run/blkqos/state.json 2>/dev/null)"
+		-a -f /run/blkqos/state.json \
+		-a -z "$(grep -o pm_qos_resume_latency_us /run/blkqos/state.json)"
 	sed 's/^/blkqos-lease.service (role): /' /run/ulease-unit.log | tail -n 10
+	# the same play on a kernel with the knobs (a fake tree that has
+	# them, which the unit's ExecCondition reads too: not in its private
+	# /tmp): the unit is
+	# enabled for a later boot but not started, and a second run
+	# changes nothing
+	mkfixture /run/knobsys zoo queue >/dev/null
+	role_run knobs -e blkqos_sysfs=/run/knobsys -e blkqos_state_dir=/run/blkqos-knobs
+	rc=$?
+	role_run knobs-again -e blkqos_sysfs=/run/knobsys -e blkqos_state_dir=/run/blkqos-knobs
+	rc2=$?
+	expect "ulease-role-kernel-lease-enables-without-starting rc=$rc,$rc2 $(systemctl is-enabled blkqos-lease.service) $(unit_state ActiveState) $recap" \
+		$rc = 0 -a $rc2 = 0 -a "$(systemctl is-enabled blkqos-lease.service)" = enabled \
+		-a "$(unit_state ActiveState)" = inactive \
+		-a -n "$(echo "$recap" | grep ' changed=0 .* failed=0 ')"
 }
 check_user_lease() {
 	mknull ul queue_mode=2 irqmode=2 completion_nsec=200000 submit_queues=2 \
@@ -1495,17 +1528,20 @@ check_user_lease() {
 	: >/tmp/ulease.log
 
 	# with the disk idle: the admin's value stays, the process sleeps
+	# and both CPUs' deep time is what it is with no process at all
+	set -- $(idle_deep 10)
+	off_deep="$1 $2"
 	ulease_start auto
 	expect "ulease-auto-picks-tracepoint" -n "$(grep 'through the block:block_rq_issue tracepoint' /tmp/ulease.log)"
 	w0=$(wakeups $ul_pid)
 	u0=$(cpu_us $ul_pid)
-	pre=$(idle-snap 0)
-	sleep 10
-	post=$(idle-snap 0)
+	set -- $(idle_deep 10)
 	w1=$(wakeups $ul_pid)
 	u1=$(cpu_us $ul_pid)
-	measure "ulease-idle secs=10 wakeups=$((w1 - w0)) cpu_us=$((u1 - u0)) cpu0_deep_entries=$(delta "$pre" "$post" 3)"
+	measure "ulease-idle secs=10 wakeups=$((w1 - w0)) cpu_us=$((u1 - u0)) cpu0_deep_entries=$3 deep_ms=$1,$2 off_deep_ms=${off_deep% *},${off_deep#* }"
 	expect "ulease-idle-does-not-wake wakeups=$((w1 - w0))" $((w1 - w0)) -le 2
+	expect "ulease-idle-deep-as-without-it deep_ms=$(($1 + $2)) off=$((${off_deep% *} + ${off_deep#* }))" \
+		$((($1 + $2) * 100)) -ge $(((${off_deep% *} + ${off_deep#* }) * 99))
 	expect "ulease-idle-leaves-the-originals $(qos_both)" "$(qos_both)" = "0 500"
 
 	# during I/O both CPUs are held; after it, the originals come back
@@ -1640,23 +1676,33 @@ check_user_lease() {
 		"${rest90_tp:-999999}" -le $((${rest90_floor:-0} + 75))
 	expect "ulease-burst-at-most-two-reads-pay paid_exit_max=$paidmax_tp" "${paidmax_tp:-9}" -le 2
 
-	# sustained I/O at 200 us completions: p99 against deep disabled
-	for cfg in floor tp floor tp off; do
-		ulease_cfg_on $cfg
-		set -- $(fio_qd1 ul 2000)
-		ulease_cfg_off $cfg
-		measure "ulease-sustained cfg=$cfg iops=$1 clat_mean_us=$2 p99_us=$3 max_us=$4"
-		eval "p99_$cfg=\"\${p99_$cfg:-} $3\""
+	# sustained I/O at 200 and 50 us completions: p99 against deep
+	# disabled
+	mknull ul5 queue_mode=2 irqmode=2 completion_nsec=50000 submit_queues=2 \
+		complete_cpu=1 irq_cpu=0 || fail setup-ul5
+	echo 2 >/sys/block/ul5/queue/rq_affinity
+	for d in ul ul5; do
+		p99_floor= p99_tp= p99_off=
+		for cfg in floor tp floor tp off; do
+			ulease_cfg_on $cfg
+			set -- $(fio_qd1 $d 2000)
+			ulease_cfg_off $cfg
+			measure "ulease-sustained dev=$d cfg=$cfg iops=$1 clat_mean_us=$2 p99_us=$3 max_us=$4"
+			eval "p99_$cfg=\"\${p99_$cfg:-} $3\""
+		done
+		# held throughout: no exit at the p99 (half of one: 75 us).
+		# The issue's 1.05x is not always met: the process's looks
+		# (twice a timeout) run on the I/O CPUs; the ratio is in the
+		# figures. At 50 us the governor keeps even "off" shallow
+		# for the most part.
+		p99_off=${p99_off# }
+		[ $d != ul ] || expect "ulease-sustained-off-pays-exit p99=${p99_off}us" "${p99_off:-0}" -ge 300
+		set -- $p99_floor $p99_tp
+		measure "ulease-sustained-p99-ratio-pct dev=$d $(($3 * 100 / $1)) $(($4 * 100 / $2)) off=$((p99_off * 100 / $1))"
+		expect "ulease-sustained-p99-no-exit-$d floor=$1,$2 tp=$3,$4" \
+			"$3" -le $(($1 + 75)) -a "$4" -le $(($2 + 75))
 	done
-	# held throughout: no exit at the p99 (half of one: 75 us). The
-	# issue's 1.05x is not met: the process's looks (twice a timeout)
-	# run on the I/O CPUs; the ratio is in the figures
-	p99_off=${p99_off# }
-	expect "ulease-sustained-off-pays-exit p99=${p99_off}us" "${p99_off:-0}" -ge 300
-	set -- $p99_floor $p99_tp
-	measure "ulease-sustained-p99-ratio-pct $(($3 * 100 / $1)) $(($4 * 100 / $2))"
-	expect "ulease-sustained-p99-no-exit floor=$1,$2 tp=$3,$4" \
-		"$3" -le $(($1 + 75)) -a "$4" -le $(($2 + 75))
+	rmnull ul5
 
 	# what the process costs the I/O path and itself, on a disk that
 	# completes at once: the static hold against the lease (the
