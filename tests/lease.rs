@@ -78,6 +78,18 @@ fn start(env: &Env, profile: &std::path::Path) -> Child {
     child
 }
 
+/// `start`, then I/O on `disk` until every CPU is held at the profile's 10 us
+fn start_held(env: &Env, disk: &str, profile: &std::path::Path) -> Child {
+    let child = start(env, profile);
+    env.fx.set_stat(disk, 1, 0);
+    assert!(
+        until(|| values(env) == ["10", "10", "10"]),
+        "{:?}",
+        values(env)
+    );
+    child
+}
+
 fn signal(child: &Child, sig: i32) {
     // SAFETY: kill(2) on the child's pid, which has not been waited for.
     assert_eq!(unsafe { libc::kill(child.id() as i32, sig) }, 0);
@@ -131,9 +143,7 @@ fn io_holds_the_cpus_at_the_limit_until_the_timeout_after_the_last_io() {
 fn someone_elses_change_while_held_is_reported_and_kept_after_the_lapse() {
     let (env, disk) = env();
     let p = env.profile("p.toml", PROFILE);
-    let child = start(&env, &p);
-    env.fx.set_stat(&disk, 1, 0);
-    assert!(until(|| values(&env) == ["10", "10", "10"]));
+    let child = start_held(&env, &disk, &p);
     env.fx.put(&resume(2), "50");
     env.fx.set_stat(&disk, 2, 0);
     // the lease holds on (the stricter 10), then lets 50 stand
@@ -187,9 +197,7 @@ fn sighup_with_a_bad_profile_keeps_the_old_one_and_a_good_one_is_taken() {
 fn a_killed_runs_values_are_put_back_by_the_stop_step_and_someone_elses_kept() {
     let (env, disk) = env();
     let p = env.profile("p.toml", PROFILE.replace("300", "60000").as_str());
-    let child = start(&env, &p);
-    env.fx.set_stat(&disk, 1, 0);
-    assert!(until(|| values(&env) == ["10", "10", "10"]));
+    let child = start_held(&env, &disk, &p);
     let (code, _) = stop(child, libc::SIGKILL);
     assert_eq!(code, -1, "killed");
     assert_eq!(values(&env), ["10", "10", "10"], "left held");
@@ -211,9 +219,7 @@ fn a_killed_runs_values_are_put_back_by_the_stop_step_and_someone_elses_kept() {
 fn restore_puts_back_what_a_killed_lease_left() {
     let (env, disk) = env();
     let p = env.profile("p.toml", PROFILE.replace("300", "60000").as_str());
-    let child = start(&env, &p);
-    env.fx.set_stat(&disk, 1, 0);
-    assert!(until(|| values(&env) == ["10", "10", "10"]));
+    let child = start_held(&env, &disk, &p);
     stop(child, libc::SIGKILL);
     // a dry run says what it would put back, and writes nothing
     let r = env.run(&["restore", "--dry-run", "--json"]);
@@ -243,9 +249,7 @@ fn restore_puts_back_what_a_killed_lease_left() {
 fn a_second_lease_is_refused_and_restore_leaves_a_running_ones_cpus() {
     let (env, disk) = env();
     let p = env.profile("p.toml", PROFILE.replace("300", "60000").as_str());
-    let child = start(&env, &p);
-    env.fx.set_stat(&disk, 1, 0);
-    assert!(until(|| values(&env) == ["10", "10", "10"]));
+    let child = start_held(&env, &disk, &p);
     let r = env.run(&["lease", "--detect", "stat", p.to_str().unwrap()]);
     assert_ne!(r.code, 0, "a second lease runs: {}", r.stderr);
     r.assert_stderr_has("another blkqos lease is running");
@@ -286,9 +290,7 @@ fn shows_no_user_lease(env: &Env) {
 fn status_and_metrics_show_what_a_running_lease_holds_and_nothing_once_it_stopped() {
     let (env, disk) = env();
     let p = env.profile("p.toml", PROFILE);
-    let child = start(&env, &p);
-    env.fx.set_stat(&disk, 1, 0);
-    assert!(until(|| values(&env) == ["10", "10", "10"]));
+    let child = start_held(&env, &disk, &p);
     // published once the values are written
     assert!(until(|| env.state.join("lease.json").exists()));
     let doc = env.run(&["status", "--json"]).json();
@@ -408,9 +410,7 @@ fn a_rule_with_the_static_fallback_is_left_to_apply() {
 fn a_cpu_that_could_not_be_put_back_keeps_its_original_and_the_next_run_tries_again() {
     let (env, disk) = env();
     let p = env.profile("p.toml", PROFILE.replace("300", "60000").as_str());
-    let child = start(&env, &p);
-    env.fx.set_stat(&disk, 1, 0);
-    assert!(until(|| values(&env) == ["10", "10", "10"]));
+    let child = start_held(&env, &disk, &p);
     stop(child, libc::SIGKILL);
     // the next run's put-back of cpu0 fails once
     let child = spawn(
@@ -479,9 +479,7 @@ fn a_change_the_state_cannot_save_holds_no_cpu_until_it_is_saved() {
 fn apply_while_a_lease_holds_saves_the_value_from_before_the_lease() {
     let (env, disk) = env();
     let p = env.profile("p.toml", PROFILE.replace("300", "60000").as_str());
-    let child = start(&env, &p);
-    env.fx.set_stat(&disk, 1, 0);
-    assert!(until(|| values(&env) == ["10", "10", "10"]));
+    let child = start_held(&env, &disk, &p);
     let s = env.profile(
         "static.toml",
         &format!(
@@ -672,13 +670,7 @@ fn cpus_possible_but_not_present_are_not_leased() {
     env.fx.put("devices/system/cpu/possible", "0-3");
     env.fx.put("devices/system/cpu/present", "0-2");
     let p = env.profile("p.toml", PROFILE);
-    let child = start(&env, &p);
-    env.fx.set_stat(&disk, 1, 0);
-    assert!(
-        until(|| values(&env) == ["10", "10", "10"]),
-        "{:?}",
-        values(&env)
-    );
+    let child = start_held(&env, &disk, &p);
     let (code, err) = stop(child, libc::SIGTERM);
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("CPUs 0-2 held at 10 us"), "{err}");
