@@ -34,9 +34,17 @@ reads the BLKQOS-MEASURE lines of their console logs:
            second halted in the deep state (its exit latency's spin taken
            out), spinning, in C1 and polling, and its first deep entry,
            BENCH_REPS runs each
+  burst    bursts of B QD1 reads after G ms of sleep (one guest per
+           kernel, guest-init.sh bench_bursts): the first read's and the
+           others' p50/p90/p99/max and every CPU's shares over the run;
+           targets in burst_targets()
+Every run is one copy of an A/A pair (aa=a, aa=b: the same configuration
+twice per repeat, a round apart); each row carries the pair's spread per
+metric ("<metric>_aa"), which a difference must exceed to count.
 Every configuration starts from a governor without history, the peers in a
 rotated order per repeat; the PSD model kernel runs its own baseline and
-floor (psd_baseline, psd_floor), which PSD's ratios are taken against, and
+floor (psd_baseline, psd_floor: its model switched off, psd.enabled=0),
+which PSD's ratios are taken against, and
 the stock kernel its own (stock_baseline, stock_floor and stock_resume, the
 static fallback there), which blkqos lease's are: that kernel also has what
 systemd needs as PID 1 (cgroups, BPF, seccomp, namespaces), which the lease
@@ -48,6 +56,8 @@ default 2000), BLKQOS_BENCH_LAT_REPS (latency runs per point, default 3),
 BLKQOS_BENCH_REPS (power runs per point, default 5),
 BLKQOS_BENCH_CROSS, BLKQOS_BENCH_LOCAL (each shape's completion points,
 comma-separated us, "50f" fixed, "none"; default 20,50,100,200,50f),
+BLKQOS_BENCH_BURSTS (B,B..:G,G.. or "none"; default 1,8,64,512:1,2,4,8,16,64),
+BLKQOS_BENCH_HZ (the guests' tick for the bursts' power target, default 250),
 BLKQOS_HOTPATH_IOS (default 100000), BLKQOS_BENCH_HOTPATH=0 (no hot path,
 and no kernel without the lease: report.py then carries the hot path's
 figures over from the results file it is given).
@@ -64,7 +74,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CACHE = os.environ.get("BLKQOS_KERNEL_CACHE", "/var/cache/blkqos-kernel")
 MEASURE = re.compile(r"^BLKQOS-MEASURE (\S+) (.*)$")
-TEXT = ("variant", "gov", "cfg", "kernel", "shape")
+TEXT = ("variant", "gov", "cfg", "kernel", "shape", "aa")
 # the CPUs that serve the I/O, per shape: the power target looks at these
 IO_CPUS = {"cross": (0, 1), "local": (1,)}
 # CPUs reported (CPU2 is the device: shown, never counted)
@@ -75,6 +85,13 @@ PEERS = ["baseline", "floor", "dma", "resume", "psd", "psd_cpu0_floor", "knob10"
 LAT_METRICS = ("iops", "mean", "p50", "p99", "p999", "max") + tuple(
     f"{m}_pct" for c in CPUS for m in (f"deep{c}", f"spin{c}", f"c1_{c}", f"poll{c}"))
 POWER_METRICS = ("pct", "spin_pct", "c1_pct", "poll_pct")
+BURST_METRICS = tuple(f"{w}_{p}" for w in ("first", "rest") for p in ("p50", "p90", "p99", "max")) + tuple(
+    f"{m}_pct" for c in CPUS for m in (f"deep{c}", f"spin{c}", f"c1_{c}", f"poll{c}"))
+# the lease's timeout in the benchmark (knob10, auto, ulease) and the
+# guest kernels' tick: a gap of at least 2 x (timeout + 2 ticks) leaves
+# the I/O CPUs time to sleep deep, where the power target applies
+TIMEOUT_MS = 3
+TICK_MS = 1000 / int(os.environ.get("BLKQOS_BENCH_HZ", "250"))
 # the PSD model kernel's and the stock kernel's own configurations, named
 # apart from the lease kernel's: PSD and blkqos lease are compared with
 # the floor and the baseline of their own kernel
@@ -126,6 +143,35 @@ def spread_of(values):
             "n": len(values)}
 
 
+def aa_spread(reps, m):
+    """How far apart the two copies of an A/A pair put metric m: the
+    medians of the "a" and "b" runs, their difference over the lower
+    (0 = the same); None without both copies (runs before the pairs)."""
+    a = [r[m] for r in reps if r.get("aa") == "a" and m in r]
+    b = [r[m] for r in reps if r.get("aa") == "b" and m in r]
+    if not a or not b:
+        return None
+    ma, mb = statistics.median(a), statistics.median(b)
+    lo = min(ma, mb)
+    return round(abs(ma - mb) / lo, 4) if lo > 0 else (0.0 if ma == mb else None)
+
+
+def rows_of(runs, point, metrics):
+    """One row per point: each metric's median over the runs (both copies
+    of the pair), its range ("<m>_range") and its A/A spread ("<m>_aa")."""
+    rows = []
+    for key in sorted({tuple(r[k] for k in point) for r in runs}):
+        reps = [r for r in runs if tuple(r[k] for k in point) == key]
+        row = dict(zip(point, key), reps=len(reps))
+        for m in (m for m in metrics if m in reps[0]):
+            s = spread_of([r[m] for r in reps])
+            row[m] = s["median"]
+            row[f"{m}_range"] = [s["min"], s["max"]]
+            row[f"{m}_aa"] = aa_spread(reps, m)
+        rows.append(row)
+    return rows
+
+
 def collect():
     records = []
     # every guest of the last run: one per kernel, governor and shape
@@ -133,10 +179,10 @@ def collect():
     for log in sorted(glob.glob(os.path.join(CACHE, "console-bench-*.log"))):
         records += parse(log)
     result = {"hotpath": [], "latency": [], "power": []}
-    runs, lat_runs = [], []
+    runs, lat_runs, burst_runs = [], [], []
     for kind, f in records:
         # benchpoint: where each point began (guest uptime), no figures
-        if kind not in ("hotpath", "lat", "power"):
+        if kind not in ("hotpath", "lat", "power", "burst"):
             continue
         if f.get("kernel") in OWN:
             f["cfg"] = OWN[f["kernel"]].get(f["cfg"], f["cfg"])
@@ -146,20 +192,20 @@ def collect():
             lat_runs.append(f)
         elif kind == "power":
             runs.append(f)
+        elif kind == "burst":
+            burst_runs.append(f)
     # runs before the 3-vCPU model (2 vCPUs, the timer on CPU0) had no
     # shape: they measured the cross shape's IPI path
     for f in lat_runs + runs:
         f.setdefault("shape", "cross")
     result["latency_runs"] = lat_runs
     point = ("shape", "gov", "cus", "spread", "qd", "cfg")
-    for key in sorted({tuple(r[k] for k in point) for r in lat_runs}):
-        reps = [r for r in lat_runs if tuple(r[k] for k in point) == key]
-        row = dict(zip(point, key), ios=reps[0]["ios"], reps=len(reps))
-        for m in (m for m in LAT_METRICS if m in reps[0]):
-            s = spread_of([r[m] for r in reps])
-            row[m] = s["median"]
-            row[f"{m}_range"] = [s["min"], s["max"]]
+    for row in rows_of(lat_runs, point, LAT_METRICS):
+        row["ios"] = next(r["ios"] for r in lat_runs if all(r[k] == row[k] for k in point))
         result["latency"].append(row)
+    result["burst_runs"] = burst_runs
+    result["bursts"] = rows_of(burst_runs, ("shape", "gov", "cus", "spread", "burst", "gap_ms", "cfg"),
+                               BURST_METRICS)
     ratios = {}
     for irq in sorted({h["irq"] for h in result["hotpath"]}):
         by = {h["variant"]: h for h in result["hotpath"] if h["irq"] == irq}
@@ -213,7 +259,9 @@ def targets(r):
                 return None, None
             lo, hi = p["p99_range"]
             flo, fhi = floor["p99_range"]
+            noise[cfg] = max(p.get("p99_aa") or 0, floor.get("p99_aa") or 0)
             return round(p["p99"] / floor["p99"], 3), [round(lo / fhi, 3), round(hi / flo, 3)]
+        noise = {}
         if cus == 50:
             ratio, span = rel("baseline")
             # a fixed delay is there to show what menu can learn, not to
@@ -226,8 +274,10 @@ def targets(r):
                              "met_by_every_run": bool(span) and span[0] >= 1.3})
         for cfg in ("knob10", "auto", "ulease"):
             ratio, span = rel(cfg)
+            aa = noise.get(cfg)
             out["latency_bought"].append({**where, "cfg": cfg, "p99_over_floor": ratio,
-                                          "range": span,
+                                          "range": span, "aa": aa,
+                                          "outside_aa": None if aa is None else abs(ratio - 1) > aa,
                                           "met": ratio is not None and ratio <= 1.05})
         psd_ratio, psd_span = rel("psd")
         if psd_ratio is None:
@@ -262,6 +312,55 @@ def targets(r):
                 "baseline_range": [b["min"], b["max"]], "ratio": ratio,
                 "met": (ratio or 0) >= 0.95,
             })
+    out["bursts"] = burst_targets(r.get("bursts", []))
+    return out
+
+
+REFERENCES = ("baseline", "floor", "psd_baseline", "psd_floor", "stock_baseline", "stock_floor")
+
+
+def burst_targets(rows):
+    """Per burst point and peer: the first read's and the others' p99
+    against C-states off of the peer's own kernel, and the deep residency
+    of the shape's I/O CPUs over the whole run against deep allowed's. A
+    difference counts only outside the A/A spreads of both rows; a point
+    is informative when deep allowed's first read is slower than C-states
+    off's beyond both spreads (there is something to buy)."""
+    out = []
+    for row in rows:
+        cfg = row["cfg"]
+        if cfg in REFERENCES:
+            continue
+        where = {k: row[k] for k in ("shape", "gov", "cus", "spread", "burst", "gap_ms")}
+        floor = reference(rows, cfg, "floor", **where)
+        base = reference(rows, cfg, "baseline", **where)
+        if not floor or not base:
+            continue
+        t = {**where, "cfg": cfg}
+        for m in ("first_p99", "rest_p99"):
+            # a burst of one read has no others (-1)
+            if floor.get(m, -1) <= 0 or row.get(m, -1) < 0:
+                continue
+            ratio = row[m] / floor[m]
+            aa = max(row.get(f"{m}_aa") or 0, floor.get(f"{m}_aa") or 0)
+            t.update({m: row[m], f"{m}_floor": floor[m], f"{m}_over_floor": round(ratio, 3),
+                      f"{m}_aa": aa, f"{m}_outside_aa": abs(ratio - 1) > aa})
+        b, f = base.get("first_p99", -1), floor.get("first_p99", -1)
+        t["informative"] = b > 0 and f > 0 and b / f - 1 > max(
+            base.get("first_p99_aa") or 0, floor.get("first_p99_aa") or 0)
+        cpus = IO_CPUS[row["shape"]]
+        deep = statistics.mean(row[f"deep{c}_pct"] for c in cpus)
+        bdeep = statistics.mean(base[f"deep{c}_pct"] for c in cpus)
+        t.update(deep_pct=round(deep, 1), baseline_deep_pct=round(bdeep, 1),
+                 deep_over_baseline=round(deep / bdeep, 3) if bdeep > 0 else None)
+        applies = row["gap_ms"] >= 2 * (TIMEOUT_MS + 2 * TICK_MS)
+        if row["shape"] == "local":
+            met = all(t[m] <= 1.05 for m in ("first_p99_over_floor", "rest_p99_over_floor") if m in t)
+        else:
+            met = "first_p99" in t and t["first_p99"] <= t["first_p99_floor"] + 10
+        t.update(met_latency=met, power_target_applies=applies,
+                 met_power=(t["deep_over_baseline"] or 0) >= 0.90 if applies else None)
+        out.append(t)
     return out
 
 

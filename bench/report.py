@@ -4,7 +4,8 @@ draw the plot and print the README tables.
 
 Usage: bench/report.py CLI.json KERNEL.json OUT_PREFIX
 Writes OUT_PREFIX.json, OUT_PREFIX.{png,svg} (latency bought against power
-kept, per peer) and OUT_PREFIX-cost.{png,svg}; prints Markdown.
+kept, per peer), OUT_PREFIX-bursts.{png,svg} (the same on the bursty
+sweep) and OUT_PREFIX-cost.{png,svg}; prints Markdown.
 Either input may be an earlier results file (its "cli" or "kernel" part).
 """
 import datetime
@@ -23,7 +24,9 @@ from kernel import IO_CPUS, PEERS, find, reference  # noqa: E402  (bench/kernel.
 LABEL = {"baseline": "deep allowed", "floor": "C-states off", "dma": "cpu_dma_latency (TuneD)",
          "resume": "per-CPU resume latency", "psd": "PSD model", "psd_cpu0_floor": "PSD model, CPU0 deep off", "knob10": "knob 10 us",
          "knob0": "knob 0 us", "auto": "knob auto", "stock_resume": "per-CPU resume latency (stock kernel)",
-         "ulease": "blkqos lease 10 us (stock kernel)"}
+         "ulease": "blkqos lease 10 us (stock kernel)",
+         "psd_baseline": "deep allowed (PSD kernel, model off)", "psd_floor": "C-states off (PSD kernel)",
+         "stock_baseline": "deep allowed (stock kernel)", "stock_floor": "C-states off (stock kernel)"}
 COLOR = {"baseline": "#999999", "floor": "#1f77b4", "dma": "#9467bd", "resume": "#8c564b",
          "psd": "#d62728", "psd_cpu0_floor": "#e377c2", "knob10": "#2ca02c", "knob0": "#ff7f0e", "auto": "#17becf",
          "stock_resume": "#c49c94", "ulease": "#bcbd22"}
@@ -178,6 +181,92 @@ def shape_tables(k, shape):
             cells.append(" / ".join(f"{x['median'] / 1000:.1f}" if x else "none" for x in f) if p else "-")
         out.append(f"| {gov} | {completion(cus, spread)} | " + " | ".join(cells) + " |")
     return "\n".join(out)
+
+
+def burst_tables(k):
+    """Per shape: each peer's first-of-burst and rest-of-burst p99 and the
+    I/O CPUs' deep residency over the whole run, per burst size and gap."""
+    rows = k.get("bursts") or []
+    out = []
+    for shape in [s for s in SHAPES if any(r["shape"] == s for r in rows)]:
+        mine = [r for r in rows if r["shape"] == shape]
+        peers = [c for c in PEERS if find(mine, cfg=c)]
+        peers += [c for c in ("psd_baseline", "psd_floor", "stock_baseline", "stock_floor")
+                  if find(mine, cfg=c) and c not in peers]
+        reps = max((r["reps"] for r in mine), default=0)
+        io = " and ".join(f"CPU{c}" for c in IO_CPUS[shape])
+        out.append(f"\n**{shape} bursts** — first read of a burst p99 / the others' p99 in us, and the "
+                   f"deep state's share of {io} over the whole run (%), median of {reps} runs (an A/A "
+                   "pair each repeat; in brackets: the pair's spread of the first read's p99, %); "
+                   f"QD1 4k reads on CPU1, 50 us completions, {SHAPE_TEXT[shape]}:\n")
+        out.append("| burst | gap ms | " + " | ".join(LABEL.get(c, c) for c in peers) + " |")
+        out.append("|---:|---:|" + "---:|" * len(peers))
+        for b, g in sorted({(r["burst"], r["gap_ms"]) for r in mine}):
+            cells = []
+            for c in peers:
+                r = find(mine, burst=b, gap_ms=g, cfg=c)
+                if not r:
+                    cells.append("-")
+                    continue
+                deep = sum(r[f"deep{cpu}_pct"] for cpu in IO_CPUS[shape]) / len(IO_CPUS[shape])
+                rest = f"{r['rest_p99']:g}" if r["rest_p99"] >= 0 else "-"
+                aa = r.get("first_p99_aa")
+                cells.append(f"{r['first_p99']:g} / {rest}, {deep:.0f}%"
+                             + (f" ({100 * aa:.0f})" if aa is not None else ""))
+            out.append(f"| {b} | {g} | " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
+def burst_summary(k):
+    """The bursts' targets per shape and peer: met, missed, and how many
+    of the points are informative (deep allowed's first read is slower
+    than C-states off's beyond the A/A spreads: something to buy)."""
+    out = []
+    rows = k["targets"].get("bursts") or []
+    for shape in SHAPES:
+        for cfg in PEERS:
+            mine = [r for r in rows if r["shape"] == shape and r["cfg"] == cfg]
+            if not mine:
+                continue
+            info = [r for r in mine if r["informative"]]
+            lat_miss = [f"B{r['burst']}/G{r['gap_ms']}" for r in mine if not r["met_latency"]]
+            power = [r for r in mine if r["power_target_applies"]]
+            pw_miss = [f"B{r['burst']}/G{r['gap_ms']} {r['deep_over_baseline']}" for r in power
+                       if not r["met_power"]]
+            what = "p99 <= 1.05x C-states off" if shape == "local" else \
+                "first-of-burst p99 <= C-states off + 10 us"
+            out.append(f"- bursts {shape} {cfg}: {what} at {len(mine) - len(lat_miss)}/{len(mine)} points "
+                       f"({sum(r['met_latency'] for r in info)}/{len(info)} informative); deep >= 0.90x "
+                       f"deep allowed where the gap allows it: {len(power) - len(pw_miss)}/{len(power)}; "
+                       f"misses: {', '.join(lat_miss + pw_miss) or 'none'}")
+    return "\n".join(out)
+
+
+def plot_bursts(k, prefix):
+    """Latency bought against power kept on the bursty sweep: per peer and
+    point, the first read's p99 over C-states off's (y) against the I/O
+    CPUs' deep residency as a share of deep allowed's (x)."""
+    rows = k["targets"].get("bursts") or []
+    if not rows:
+        return
+    fig, axes = plt.subplots(1, 2, figsize=(12, 5), squeeze=False)
+    for ax, shape in zip(axes[0], SHAPES):
+        for cfg in PEERS:
+            pts = [r for r in rows if r["shape"] == shape and r["cfg"] == cfg
+                   and r.get("first_p99_over_floor") and r["deep_over_baseline"] is not None]
+            if pts:
+                ax.scatter([100 * r["deep_over_baseline"] for r in pts],
+                           [r["first_p99_over_floor"] for r in pts], s=18,
+                           color=COLOR.get(cfg, "#000000"), label=LABEL.get(cfg, cfg))
+        ax.axhline(1.0, color="#1f77b4", lw=0.8, ls=":")
+        ax.set_title(f"bursts, {shape} shape")
+        ax.set_xlabel("deep residency of the I/O CPUs, % of deep allowed's (power kept)")
+        ax.set_ylabel("first read of a burst p99 / C-states off's (latency, 1 = bought)")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    for ext in ("png", "svg"):
+        fig.savefig(f"{prefix}-bursts.{ext}")
+    plt.close(fig)
 
 
 def summary(k):
@@ -346,8 +435,11 @@ def main():
         json.dump(result, f, indent=1)
     plot_peers(k, prefix)
     plot_cost(cli, k, prefix)
+    plot_bursts(k, prefix)
     print(tables(cli, k))
+    print(burst_tables(k))
     print(summary(k))
+    print(burst_summary(k))
     return 0
 
 

@@ -11,7 +11,8 @@
 # benchmark matrix of bench/kernel, blkqos.bench_ios=N I/Os per point,
 # blkqos.bench_lat_reps=N latency runs per point, blkqos.bench_reps=N runs
 # of the second after the last I/O, blkqos.bench_spread=P the completion
-# times' spread (+/- P per cent);
+# times' spread (+/- P per cent); blkqos.bench_part=bursts runs only the
+# bursts, blkqos.bench_bursts=B,B..:G,G.. their sizes and gaps (ms);
 # blkqos.stress_secs=N sets the stress run's guest seconds (default 60).
 
 export PATH=/bin:/sbin:/usr/bin:/usr/sbin
@@ -1024,6 +1025,17 @@ hot_path() { # [irqmode]
 DEV_CPU=2
 IO_CPUS="0 1"
 
+# Where every CPU's time went between the idle-watch snaps in /tmp/pre
+# and /tmp/post (one line per CPU, however many the guest has):
+# " deepN_pct= spinN_pct= c1_N_pct= pollN_pct=" per CPU N, per cent
+cpu_shares() {
+	paste -d' ' /tmp/pre /tmp/post | awk '{
+		c = NR - 1; pct = 100000 / ($12 - $6); spin = $5 * ($10 - $4)
+		printf " deep%d_pct=%.1f spin%d_pct=%.1f c1_%d_pct=%.1f poll%d_pct=%.1f",
+			c, ($9 - $3 - spin) * pct, c, spin * pct, c, ($8 - $2) * pct,
+			c, ($7 - $1) * pct }'
+}
+
 # Latency of QD1/QD4 4k random reads on CPU1 through libaio, and where
 # every CPU's time went while fio ran (idle-watch snap at both ends, each
 # CPU read on itself): prints "iops= mean= p50= p99= p999= max=" (us) and,
@@ -1040,12 +1052,7 @@ fio_lat() { # dev iodepth nr_ios
 		--exec_postrun="sh -c 'idle-watch snap >/tmp/post'" \
 		2>/tmp/fio.err >/tmp/fio.out
 	[ -s /tmp/pre ] && [ -s /tmp/post ] || fail "idle-watch-snap $1 qd$2"
-	# one snap line per CPU, however many the guest has
-	shares=$(paste -d' ' /tmp/pre /tmp/post | awk '{
-		c = NR - 1; pct = 100000 / ($12 - $6); spin = $5 * ($10 - $4)
-		printf " deep%d_pct=%.1f spin%d_pct=%.1f c1_%d_pct=%.1f poll%d_pct=%.1f",
-			c, ($9 - $3 - spin) * pct, c, spin * pct, c, ($8 - $2) * pct,
-			c, ($7 - $1) * pct }')
+	shares=$(cpu_shares)
 	awk -F';' -v shares="$shares" '$1 == 3 {
 		p50 = p99 = p999 = 0
 		for (i = 18; i <= 37; i++) {
@@ -1072,7 +1079,8 @@ fio_lat() { # dev iodepth nr_ios
 #             CPUs 0 and 1 (TuneD cpu plugin, pepc, blkqos's fallback:
 #             per CPU, static)
 #   knob10, knob0, auto   this series: cpu_lat_limit_us, 3 ms timeout
-#   psd       the PSD model kernel: no setting, always on
+#   psd       the PSD model kernel with its model on (psd.enabled=1);
+#             its baseline and floor are the same kernel with it off
 #   psd_cpu0_floor  the same with the deep state off on CPU0, which takes
 #             the interrupt in the cross shape
 # Each starts from a governor without history: switching the governor
@@ -1080,8 +1088,10 @@ fio_lat() { # dev iodepth nr_ios
 # factors, teo's bins), which the previous configuration would otherwise
 # hand on to the next.
 C1_EXIT_US=2
+PSD_ON=/sys/module/psd/parameters/enabled
 peer_off() {
 	deep_disabled 0
+	[ ! -e $PSD_ON ] || echo 0 >$PSD_ON
 	exec 7>&-
 	[ -z "${bl_pid:-}" ] || {
 		kill -TERM "$bl_pid"
@@ -1109,7 +1119,9 @@ peer_on() { # cfg
 		for c in $IO_CPUS; do
 			echo $C1_EXIT_US >/sys/devices/system/cpu/cpu$c/power/pm_qos_resume_latency_us
 		done ;;
+	psd) echo 1 >$PSD_ON ;;
 	psd_cpu0_floor)
+		echo 1 >$PSD_ON
 		echo 1 >/sys/devices/system/cpu/cpu0/cpuidle/state2/disable ;;
 	knob10) echo 10 >"$(knob bx limit_us)" ;;
 	ulease) bench_lease ;;
@@ -1187,22 +1199,34 @@ bx_up() { # cus spread shape
 	echo 2 >/sys/block/bx/queue/rq_affinity
 }
 
+# Every configuration twice, as "cfg:a" and "cfg:b", the second copy a
+# whole round of the others after the first: the spread between the two
+# (an A/A pair) is the noise a difference between peers must exceed.
+aa_pairs() { # cfg...
+	for r in a b; do
+		for c in "$@"; do
+			printf '%s:%s ' "$c" "$r"
+		done
+	done
+}
+
 # One point (shape, governor, completion time): BENCH_LAT_REPS latency
 # runs at QD1 and QD4 and BENCH_REPS runs of the second after the last
-# I/O (which varies with the governors' history), the peers in a rotated
-# order each repeat, the device made again for every run; repeats differ
-# only in the governors' and the tick's phase.
+# I/O (which varies with the governors' history), each an A/A pair, the
+# runs in a rotated order each repeat, the device made again for every
+# run; repeats differ only in the governors' and the tick's phase.
 bench_point() { # shape gov cus spread cfgs...
 	shape=$1 g=$2 cus=$3 spread=$4
 	shift 4
 	cfgs=$*
 	rep=1
 	while [ $rep -le "$BENCH_LAT_REPS" ]; do
-		for cfg in $(rotate $((rep - 1)) $cfgs); do
+		for run in $(rotate $((rep - 1)) $(aa_pairs $cfgs)); do
+			cfg=${run%:*}
 			bx_up "$cus" "$spread" "$shape"
 			peer_on "$cfg"
 			for qd in 1 4; do
-				measure "lat kernel=$MODE shape=$shape gov=$g cus=$cus spread=$spread qd=$qd cfg=$cfg rep=$rep ios=$BENCH_IOS" \
+				measure "lat kernel=$MODE shape=$shape gov=$g cus=$cus spread=$spread qd=$qd cfg=$cfg aa=${run#*:} rep=$rep ios=$BENCH_IOS" \
 					"$(fio_lat bx $qd "$BENCH_IOS")"
 			done
 			peer_off
@@ -1212,15 +1236,76 @@ bench_point() { # shape gov cus spread cfgs...
 	done
 	rep=1
 	while [ $rep -le "$BENCH_REPS" ]; do
-		for cfg in $(rotate $((rep - 1)) $cfgs); do
+		for run in $(rotate $((rep - 1)) $(aa_pairs $cfgs)); do
+			cfg=${run%:*}
 			bx_up "$cus" "$spread" "$shape"
 			peer_on "$cfg"
-			measure "power kernel=$MODE shape=$shape gov=$g cus=$cus spread=$spread cfg=$cfg rep=$rep" \
+			measure "power kernel=$MODE shape=$shape gov=$g cus=$cus spread=$spread cfg=$cfg aa=${run#*:} rep=$rep" \
 				"$(idle-watch /dev/bx 1 200 1000000)"
 			peer_off
 			rmnull bx
 		done
 		rep=$((rep + 1))
+	done
+}
+
+# The peers of this guest's kernel in a shape
+bench_cfgs() { # shape
+	if [ "$MODE" = psdmodel ]; then
+		# psd_cpu0_floor: how much of PSD's tail is CPU0, which takes
+		# the interrupt but submits nothing, so PSD never holds it (no
+		# such CPU in the local shape)
+		echo baseline floor psd
+		[ "$1" = local ] || echo psd_cpu0_floor
+	elif [ "$MODE" = stock ]; then
+		# no knobs: the static fallback and blkqos lease
+		echo baseline floor resume ulease
+	else
+		echo baseline floor dma resume knob10 knob0 auto
+	fi
+}
+
+# Bursts after idle gaps, as a server sees between batches of queries:
+# bursts of B reads at QD1 from CPU1 with G ms of sleep before each
+# (blkqos.bench_bursts=B,B..:G,G..; default 1,8,64,512:1,2,4,8,16,64,
+# "none" for no bursts), on the 50 us device (+/- the spread), in both
+# shapes, under menu, every peer as an A/A pair, BENCH_LAT_REPS times. A
+# run has at least 30 bursts, up to 200, and about 2,000 reads where
+# that allows. Prints the first read's and the others' p50/p90/p99/max
+# and where every CPU's time went over the whole run: a peer that holds
+# the CPUs through the gaps buys the first read's latency with the deep
+# residency the gap could have had.
+bench_bursts() {
+	spec=$(sed -n 's/.*blkqos\.bench_bursts=\([0-9a-z,:]*\).*/\1/p' /proc/cmdline)
+	[ "$spec" != none ] || return 0
+	: "${spec:=1,8,64,512:1,2,4,8,16,64}"
+	echo menu >$CPUIDLE/current_governor
+	for shape in local cross; do
+		cfgs=$(bench_cfgs $shape)
+		for b in $(echo "${spec%%:*}" | tr , ' '); do
+			nr=$((2000 / b))
+			[ $nr -le 200 ] || nr=200
+			[ $nr -ge 30 ] || nr=30
+			for gms in $(echo "${spec#*:}" | tr , ' '); do
+				measure "benchpoint kernel=$MODE shape=$shape gov=menu burst=$b gap_ms=$gms uptime=$(cut -d' ' -f1 /proc/uptime)"
+				rep=1
+				while [ $rep -le "$BENCH_LAT_REPS" ]; do
+					for run in $(rotate $((rep - 1)) $(aa_pairs $cfgs)); do
+						cfg=${run%:*}
+						bx_up 50 "$BENCH_SPREAD" "$shape"
+						peer_on "$cfg"
+						idle-watch snap >/tmp/pre
+						r=$(idle-watch burst /dev/bx 1 "$b" $((gms * 1000)) $nr)
+						idle-watch snap >/tmp/post
+						measure "burst kernel=$MODE shape=$shape gov=menu cus=50 spread=$BENCH_SPREAD burst=$b gap_ms=$gms bursts=$nr cfg=$cfg aa=${run#*:} rep=$rep" \
+							"$r$(cpu_shares)"
+						peer_off
+						rmnull bx
+					done
+					rep=$((rep + 1))
+				done
+			done
+		done
 	done
 }
 
@@ -1236,18 +1321,7 @@ bench_cross() {
 	govs=$(sed -n 's/.*blkqos\.bench_govs=\([a-z,]*\).*/\1/p' /proc/cmdline)
 	for shape in cross local; do
 		pts=$(sed -n "s/.*blkqos\.bench_$shape=\([0-9a-z,]*\).*/\1/p" /proc/cmdline)
-		if [ "$MODE" = psdmodel ]; then
-			# psd_cpu0_floor: how much of PSD's tail is CPU0, which
-			# takes the interrupt but submits nothing, so PSD never
-			# holds it (no such CPU in the local shape)
-			cfgs="baseline floor psd"
-			[ $shape = local ] || cfgs="$cfgs psd_cpu0_floor"
-		elif [ "$MODE" = stock ]; then
-			# no knobs: the static fallback and blkqos lease
-			cfgs="baseline floor resume ulease"
-		else
-			cfgs="baseline floor dma resume knob10 knob0 auto"
-		fi
+		cfgs=$(bench_cfgs $shape)
 		for g in $(echo "${govs:-menu,teo}" | tr , ' '); do
 			echo $g >$CPUIDLE/current_governor
 			for cus in $(echo "${pts:-20,50,100,200,50f}" | tr , ' '); do
@@ -1857,6 +1931,11 @@ hotpath_checks() {
 	hot_path 1
 }
 bench_checks() {
+	# blkqos.bench_part=bursts: a guest of its own runs the bursts
+	if grep -q 'blkqos\.bench_part=bursts' /proc/cmdline; then
+		bench_bursts
+		return
+	fi
 	# blkqos.bench_hotpath=0: a second guest of the same kernel, which
 	# runs the other shape, does not measure the hot path again
 	grep -q 'blkqos\.bench_hotpath=0' /proc/cmdline || {

@@ -26,9 +26,9 @@
  *
  * times 4 KiB O_DIRECT reads of DEV from IO_CPU in NR_BURSTS bursts of
  * BURST reads, one at a time, each burst after GAP_US of sleep, and prints
- * the median, 90th percentile and maximum of the first read of each burst
- * and of the others, in microseconds:
- * "first_p50= first_p90= first_max= rest_p50= rest_p90= rest_max=". A gap
+ * the median, 90th and 99th percentiles and maximum of the first read of
+ * each burst and of the others, in microseconds: "first_p50= first_p90=
+ * first_p99= first_max= rest_p50= rest_p90= rest_p99= rest_max=". A gap
  * longer than a lease's timeout lets every CPU that served the last burst
  * sleep deep before the next one, as on a server between bursts of queries.
  * With "raw", prints each time instead, one per line, "first <us>" or
@@ -293,9 +293,10 @@ static int burst(int argc, char **argv)
 	}
 	qsort(first, nf, sizeof(*first), cmp_ll);
 	qsort(rest, nrest, sizeof(*rest), cmp_ll);
-	printf("first_p50=%lld first_p90=%lld first_max=%lld rest_p50=%lld rest_p90=%lld rest_max=%lld\n",
-	       pct(first, nf, 50), pct(first, nf, 90), pct(first, nf, 100),
-	       pct(rest, nrest, 50), pct(rest, nrest, 90), pct(rest, nrest, 100));
+	printf("first_p50=%lld first_p90=%lld first_p99=%lld first_max=%lld rest_p50=%lld rest_p90=%lld rest_p99=%lld rest_max=%lld\n",
+	       pct(first, nf, 50), pct(first, nf, 90), pct(first, nf, 99),
+	       pct(first, nf, 100), pct(rest, nrest, 50), pct(rest, nrest, 90),
+	       pct(rest, nrest, 99), pct(rest, nrest, 100));
 	return 0;
 }
 
