@@ -40,7 +40,8 @@ reads the BLKQOS-MEASURE lines of their console logs:
            targets in burst_targets()
 Every run is one copy of an A/A pair (aa=a, aa=b: the same configuration
 twice per repeat, a round apart); each row carries the pair's spread per
-metric ("<metric>_aa"), which a difference must exceed to count.
+metric ("<metric>_aa"), which a difference must exceed to count, and the
+targets' ratios a 95 % bootstrap interval over the runs ("ci95").
 Every configuration starts from a governor without history, the peers in a
 rotated order per repeat; the PSD model kernel runs its own baseline and
 floor (psd_baseline, psd_floor: its model switched off, psd.enabled=0),
@@ -66,6 +67,7 @@ import argparse
 import glob
 import json
 import os
+import random
 import re
 import statistics
 import subprocess
@@ -156,6 +158,11 @@ def aa_spread(reps, m):
     return round(abs(ma - mb) / lo, 4) if lo > 0 else (0.0 if ma == mb else None)
 
 
+# the metrics whose ratios get a bootstrap interval: their runs' values
+# stay in the row ("<m>_runs")
+RATIO_METRICS = ("p99", "first_p99", "rest_p99")
+
+
 def rows_of(runs, point, metrics):
     """One row per point: each metric's median over the runs (both copies
     of the pair), its range ("<m>_range") and its A/A spread ("<m>_aa")."""
@@ -168,8 +175,28 @@ def rows_of(runs, point, metrics):
             row[m] = s["median"]
             row[f"{m}_range"] = [s["min"], s["max"]]
             row[f"{m}_aa"] = aa_spread(reps, m)
+            if m in RATIO_METRICS:
+                row[f"{m}_runs"] = [r[m] for r in reps]
         rows.append(row)
     return rows
+
+
+def ratio_ci(num, den, n=2000):
+    """95 % bootstrap interval of median(num) / median(den), each resampled
+    with replacement from its runs (a fixed seed: the same records give the
+    same interval). With a handful of runs it is wide, as it should be."""
+    if not num or not den:
+        return None
+    rng = random.Random(25)
+    out = []
+    for _ in range(n):
+        b = statistics.median(rng.choices(den, k=len(den)))
+        if b > 0:
+            out.append(statistics.median(rng.choices(num, k=len(num))) / b)
+    if not out:
+        return None
+    out.sort()
+    return [round(out[int(0.025 * len(out))], 3), round(out[int(0.975 * len(out)) - 1], 3)]
 
 
 def collect():
@@ -260,8 +287,9 @@ def targets(r):
             lo, hi = p["p99_range"]
             flo, fhi = floor["p99_range"]
             noise[cfg] = max(p.get("p99_aa") or 0, floor.get("p99_aa") or 0)
+            ci[cfg] = ratio_ci(p.get("p99_runs"), floor.get("p99_runs"))
             return round(p["p99"] / floor["p99"], 3), [round(lo / fhi, 3), round(hi / flo, 3)]
-        noise = {}
+        noise, ci = {}, {}
         if cus == 50:
             ratio, span = rel("baseline")
             # a fixed delay is there to show what menu can learn, not to
@@ -276,7 +304,7 @@ def targets(r):
             ratio, span = rel(cfg)
             aa = noise.get(cfg)
             out["latency_bought"].append({**where, "cfg": cfg, "p99_over_floor": ratio,
-                                          "range": span, "aa": aa,
+                                          "range": span, "aa": aa, "ci95": ci.get(cfg),
                                           "outside_aa": None if aa is None else abs(ratio - 1) > aa,
                                           "met": ratio is not None and ratio <= 1.05})
         psd_ratio, psd_span = rel("psd")
@@ -344,7 +372,8 @@ def burst_targets(rows):
             ratio = row[m] / floor[m]
             aa = max(row.get(f"{m}_aa") or 0, floor.get(f"{m}_aa") or 0)
             t.update({m: row[m], f"{m}_floor": floor[m], f"{m}_over_floor": round(ratio, 3),
-                      f"{m}_aa": aa, f"{m}_outside_aa": abs(ratio - 1) > aa})
+                      f"{m}_aa": aa, f"{m}_outside_aa": abs(ratio - 1) > aa,
+                      f"{m}_ci95": ratio_ci(row.get(f"{m}_runs"), floor.get(f"{m}_runs"))})
         b, f = base.get("first_p99", -1), floor.get("first_p99", -1)
         t["informative"] = b > 0 and f > 0 and b / f - 1 > max(
             base.get("first_p99_aa") or 0, floor.get("first_p99_aa") or 0)
