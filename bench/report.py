@@ -229,7 +229,8 @@ def burst_summary(k):
             if not mine:
                 continue
             info = [r for r in mine if r["informative"]]
-            lat_miss = [f"B{r['burst']}/G{r['gap_ms']}" for r in mine if not r["met_latency"]]
+            lat_miss = [f"B{r['burst']}/G{r['gap_ms']} {r.get('first_p99_over_floor')} "
+                        f"(95 % {r.get('first_p99_ci95')})" for r in mine if not r["met_latency"]]
             power = [r for r in mine if r["power_target_applies"]]
             pw_miss = [f"B{r['burst']}/G{r['gap_ms']} {r['deep_over_baseline']}" for r in power
                        if not r["met_power"]]
@@ -282,6 +283,7 @@ def summary(k):
             rows = [r for r in t["latency_bought"] if r["shape"] == shape and r["cfg"] == cfg
                     and r["p99_over_floor"] is not None]
             miss = [f"{r['gov']} {r['cus']}{'' if r['spread'] else 'f'} QD{r['qd']} {r['p99_over_floor']}"
+                    + (f" (95 % {r['ci95']})" if r.get("ci95") else "")
                     for r in rows if not r["met"]]
             worst = max((r["p99_over_floor"] for r in rows), default=None)
             out.append(f"- latency bought {shape} {cfg}: {len(rows) - len(miss)}/{len(rows)} points <= 1.05x,"
