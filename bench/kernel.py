@@ -300,12 +300,23 @@ def targets(r):
                              "target_shape": shape == "cross",
                              "met": (ratio or 0) >= 1.3,
                              "met_by_every_run": bool(span) and span[0] >= 1.3})
+        # something to buy here: deep allowed slower than C-states off
+        # beyond the A/A spreads of both (per kernel: its own baseline)
+        informative = {}
+        for base in ("baseline", "stock_baseline"):
+            b = find(lat, **where, cfg=base)
+            f = find(lat, **where, cfg="stock_floor" if base == "stock_baseline" else "floor")
+            if b and f and f["p99"]:
+                informative[base] = b["p99"] / f["p99"] - 1 > max(b.get("p99_aa") or 0,
+                                                                  f.get("p99_aa") or 0)
         for cfg in ("knob10", "auto", "ulease"):
             ratio, span = rel(cfg)
             aa = noise.get(cfg)
             out["latency_bought"].append({**where, "cfg": cfg, "p99_over_floor": ratio,
                                           "range": span, "aa": aa, "ci95": ci.get(cfg),
                                           "outside_aa": None if aa is None else abs(ratio - 1) > aa,
+                                          "informative": informative.get(
+                                              "stock_baseline" if cfg == "ulease" else "baseline"),
                                           "met": ratio is not None and ratio <= 1.05})
         psd_ratio, psd_span = rel("psd")
         if psd_ratio is None:
@@ -338,7 +349,10 @@ def targets(r):
                 "spread": row["spread"], "cfg": row["cfg"],
                 "cpu": cpu, "pct": v["median"], "baseline_pct": b["median"],
                 "baseline_range": [b["min"], b["max"]], "ratio": ratio,
-                "met": (ratio or 0) >= 0.95,
+                # shown, not a target: a lease of a few ms is under 1 % of
+                # the second measured, so it cannot fail (the bursts' deep
+                # residency is the power target)
+                "kept": (ratio or 0) >= 0.95,
             })
     out["bursts"] = burst_targets(r.get("bursts", []))
     return out
