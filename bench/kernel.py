@@ -58,7 +58,8 @@ BLKQOS_BENCH_REPS (power runs per point, default 5),
 BLKQOS_BENCH_CROSS, BLKQOS_BENCH_LOCAL (each shape's completion points,
 comma-separated us, "50f" fixed, "none"; default 20,50,100,200,50f),
 BLKQOS_BENCH_BURSTS (B,B..:G,G.. or "none"; default 1,8,64,512:1,2,4,8,16,64),
-BLKQOS_BENCH_HZ (the guests' tick for the bursts' power target, default 250),
+BLKQOS_BENCH_HZ (250 or 1000: the kernels' tick, built so; default 250),
+BLKQOS_BENCH_OPT (size or speed: every kernel -Os or -O2; default size),
 BLKQOS_HOTPATH_IOS (default 100000), BLKQOS_BENCH_HOTPATH=0 (no hot path,
 and no kernel without the lease: report.py then carries the hot path's
 figures over from the results file it is given).
@@ -93,7 +94,8 @@ BURST_METRICS = tuple(f"{w}_{p}" for w in ("first", "rest") for p in ("p50", "p9
 # guest kernels' tick: a gap of at least 2 x (timeout + 2 ticks) leaves
 # the I/O CPUs time to sleep deep, where the power target applies
 TIMEOUT_MS = 3
-TICK_MS = 1000 / int(os.environ.get("BLKQOS_BENCH_HZ", "250"))
+HZ = int(os.environ.get("BLKQOS_BENCH_HZ", "250"))
+TICK_MS = 1000 / HZ
 # the PSD model kernel's and the stock kernel's own configurations, named
 # apart from the lease kernel's: PSD and blkqos lease are compared with
 # the floor and the baseline of their own kernel
@@ -258,6 +260,7 @@ def collect():
             row[f"cpu{cpu}_first_us"] = spread_of(firsts) if firsts else None
         result["power"].append(row)
     result["targets"] = targets(result)
+    result["build"] = {"opt": os.environ.get("BLKQOS_BENCH_OPT", "size"), "hz": HZ}
     return result
 
 

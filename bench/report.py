@@ -33,7 +33,7 @@ COLOR = {"baseline": "#999999", "floor": "#1f77b4", "dma": "#9467bd", "resume": 
 MARK = {("menu", 1): "o", ("menu", 4): "s", ("teo", 1): "^", ("teo", 4): "D"}
 
 
-def machine():
+def machine(build):
     cpu = "unknown"
     try:
         with open("/proc/cpuinfo") as f:
@@ -42,7 +42,9 @@ def machine():
         pass
     return {"host_cpu": cpu, "nproc": os.cpu_count(), "host_kernel": platform.release(),
             "guest": "QEMU TCG -icount shift=0,sleep=off, 3 vCPUs (CPU2 the device), blkqos test "
-                     "idle driver (POLL, C1 2 us, DEEP 150 us exit / 600 us residency), HZ=250"}
+                     "idle driver (POLL, C1 2 us, DEEP 150 us exit / 600 us residency), "
+                     f"HZ={build.get('hz', 250)}, kernels built "
+                     f"{'-O2' if build.get('opt') == 'speed' else '-Os'}"}
 
 
 SHAPES = ("cross", "local")
@@ -263,7 +265,8 @@ def plot_bursts(k, prefix):
         ax.set_title(f"bursts, {shape} shape")
         ax.set_xlabel("deep residency of the I/O CPUs, % of deep allowed's (power kept)")
         ax.set_ylabel("first read of a burst p99 / C-states off's (latency, 1 = bought)")
-        ax.legend(fontsize=7)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
     fig.tight_layout()
     for ext in ("png", "svg"):
         fig.savefig(f"{prefix}-bursts.{ext}")
@@ -435,7 +438,7 @@ def main():
             old = old.get("kernel", old)
         k["hotpath"], k["hotpath_ratios"] = old.get("hotpath", []), old.get("hotpath_ratios", {})
         k["hotpath_carried_from"] = os.path.basename(carry)
-    result = {"date": datetime.date.today().isoformat(), "machine": machine(), "cli": cli, "kernel": k}
+    result = {"date": datetime.date.today().isoformat(), "machine": machine(k.get("build", {})), "cli": cli, "kernel": k}
     with open(prefix + ".json", "w") as f:
         json.dump(result, f, indent=1)
     plot_peers(k, prefix)
