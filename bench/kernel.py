@@ -59,7 +59,8 @@ BLKQOS_BENCH_CROSS, BLKQOS_BENCH_LOCAL (each shape's completion points,
 comma-separated us, "50f" fixed, "none"; default 20,50,100,200,50f),
 BLKQOS_BENCH_BURSTS (B,B..:G,G.. or "none"; default 1,8,64,512:1,2,4,8,16,64),
 BLKQOS_BENCH_HZ (250 or 1000: the kernels' tick, built so; default 250),
-BLKQOS_BENCH_OPT (size or speed: every kernel -Os or -O2; default size),
+BLKQOS_BENCH_OPT (size or speed: every kernel -Os or -O2; default size;
+both recorded in bench-build.json beside the logs, which this reads),
 BLKQOS_HOTPATH_IOS (default 100000), BLKQOS_BENCH_HOTPATH=0 (no hot path,
 and no kernel without the lease: report.py then carries the hot path's
 figures over from the results file it is given).
@@ -77,7 +78,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CACHE = os.environ.get("BLKQOS_KERNEL_CACHE", "/var/cache/blkqos-kernel")
 MEASURE = re.compile(r"^BLKQOS-MEASURE (\S+) (.*)$")
-TEXT = ("variant", "gov", "cfg", "kernel", "shape", "aa")
+TEXT = ("variant", "gov", "cfg", "kernel", "shape", "aa", "run")
 # the CPUs that serve the I/O, per shape: the power target looks at these
 IO_CPUS = {"cross": (0, 1), "local": (1,)}
 # CPUs reported (CPU2 is the device: shown, never counted)
@@ -90,12 +91,21 @@ LAT_METRICS = ("iops", "mean", "p50", "p99", "p999", "max") + tuple(
 POWER_METRICS = ("pct", "spin_pct", "c1_pct", "poll_pct")
 BURST_METRICS = tuple(f"{w}_{p}" for w in ("first", "rest") for p in ("p50", "p90", "p99", "max")) + tuple(
     f"{m}_pct" for c in CPUS for m in (f"deep{c}", f"spin{c}", f"c1_{c}", f"poll{c}"))
-# the lease's timeout in the benchmark (knob10, auto, ulease) and the
-# guest kernels' tick: a gap of at least 2 x (timeout + 2 ticks) leaves
-# the I/O CPUs time to sleep deep, where the power target applies
+# the lease's timeout in the benchmark (knob10, auto, ulease): a gap of
+# at least 2 x (timeout + 2 ticks) leaves the I/O CPUs time to sleep
+# deep, where the power target applies
 TIMEOUT_MS = 3
-HZ = int(os.environ.get("BLKQOS_BENCH_HZ", "250"))
-TICK_MS = 1000 / HZ
+
+
+
+def build():
+    """The kernels' build of the logs' run (kernel-patch/test/run bench
+    writes it beside them); runs before it: -Os, HZ 250."""
+    try:
+        with open(os.path.join(CACHE, "bench-build.json")) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {"opt": "size", "hz": 250}
 # the PSD model kernel's and the stock kernel's own configurations, named
 # apart from the lease kernel's: PSD and blkqos lease are compared with
 # the floor and the baseline of their own kernel
@@ -259,8 +269,8 @@ def collect():
             firsts = [r[f"cpu{cpu}_first_us"] for r in reps if r[f"cpu{cpu}_first_us"] >= 0]
             row[f"cpu{cpu}_first_us"] = spread_of(firsts) if firsts else None
         result["power"].append(row)
+    result["build"] = build()
     result["targets"] = targets(result)
-    result["build"] = {"opt": os.environ.get("BLKQOS_BENCH_OPT", "size"), "hz": HZ}
     return result
 
 
@@ -357,14 +367,21 @@ def targets(r):
                 # residency is the power target)
                 "kept": (ratio or 0) >= 0.95,
             })
-    out["bursts"] = burst_targets(r.get("bursts", []))
+    out["bursts"] = burst_targets(r.get("bursts", []), 1000 / r["build"]["hz"])
     return out
 
 
 REFERENCES = ("baseline", "floor", "psd_baseline", "psd_floor", "stock_baseline", "stock_floor")
 
 
-def burst_targets(rows):
+def own(rows, cfg, ref, **where):
+    """The row of cfg's own kernel that cfg is compared with (no fallback
+    to another kernel's: the bursts have no runs from before)."""
+    kernel = "psdmodel" if cfg.startswith("psd") else "stock" if cfg in ("ulease", "stock_resume") else None
+    return find(rows, **where, cfg=OWN[kernel][ref] if kernel else ref)
+
+
+def burst_targets(rows, tick_ms):
     """Per burst point and peer: the first read's and the others' p99
     against C-states off of the peer's own kernel, and the deep residency
     of the shape's I/O CPUs over the whole run against deep allowed's. A
@@ -377,8 +394,8 @@ def burst_targets(rows):
         if cfg in REFERENCES:
             continue
         where = {k: row[k] for k in ("shape", "gov", "cus", "spread", "burst", "gap_ms")}
-        floor = reference(rows, cfg, "floor", **where)
-        base = reference(rows, cfg, "baseline", **where)
+        floor = own(rows, cfg, "floor", **where)
+        base = own(rows, cfg, "baseline", **where)
         if not floor or not base:
             continue
         t = {**where, "cfg": cfg}
@@ -399,9 +416,12 @@ def burst_targets(rows):
         bdeep = statistics.mean(base[f"deep{c}_pct"] for c in cpus)
         t.update(deep_pct=round(deep, 1), baseline_deep_pct=round(bdeep, 1),
                  deep_over_baseline=round(deep / bdeep, 3) if bdeep > 0 else None)
-        applies = row["gap_ms"] >= 2 * (TIMEOUT_MS + 2 * TICK_MS)
-        if row["shape"] == "local":
-            met = all(t[m] <= 1.05 for m in ("first_p99_over_floor", "rest_p99_over_floor") if m in t)
+        applies = row["gap_ms"] >= 2 * (TIMEOUT_MS + 2 * tick_ms)
+        ratios = [t[m] for m in ("first_p99_over_floor", "rest_p99_over_floor") if m in t]
+        if not ratios:
+            met = None  # nothing measured: neither met nor missed
+        elif row["shape"] == "local":
+            met = all(x <= 1.05 for x in ratios)
         else:
             met = "first_p99" in t and t["first_p99"] <= t["first_p99_floor"] + 10
         t.update(met_latency=met, power_target_applies=applies,

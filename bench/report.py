@@ -227,7 +227,9 @@ def burst_summary(k):
     rows = k["targets"].get("bursts") or []
     for shape in SHAPES:
         for cfg in PEERS:
-            mine = [r for r in rows if r["shape"] == shape and r["cfg"] == cfg]
+            # a point with nothing measured (met_latency None) is not counted
+            mine = [r for r in rows if r["shape"] == shape and r["cfg"] == cfg
+                    and r["met_latency"] is not None]
             if not mine:
                 continue
             info = [r for r in mine if r["informative"]]
