@@ -1210,6 +1210,27 @@ aa_pairs() { # cfg...
 	done
 }
 
+# REPS repeats of every configuration as an A/A pair, the runs in a
+# rotated order each repeat, each on a device made again (cus us, +/-
+# spread, shape) with its peer set up: BODY runs with cfg, aa (a or b)
+# and rep set.
+pair_runs() { # reps cus spread shape body cfg...
+	pr_reps=$1 pr_cus=$2 pr_spread=$3 pr_shape=$4 pr_body=$5
+	shift 5
+	rep=1
+	while [ $rep -le "$pr_reps" ]; do
+		for run in $(rotate $((rep - 1)) $(aa_pairs "$@")); do
+			cfg=${run%:*} aa=${run#*:}
+			bx_up "$pr_cus" "$pr_spread" "$pr_shape"
+			peer_on "$cfg"
+			$pr_body
+			peer_off
+			rmnull bx
+		done
+		rep=$((rep + 1))
+	done
+}
+
 # One point (shape, governor, completion time): BENCH_LAT_REPS latency
 # runs at QD1 and QD4 and BENCH_REPS runs of the second after the last
 # I/O (which varies with the governors' history), each an A/A pair, the
@@ -1218,35 +1239,18 @@ aa_pairs() { # cfg...
 bench_point() { # shape gov cus spread cfgs...
 	shape=$1 g=$2 cus=$3 spread=$4
 	shift 4
-	cfgs=$*
-	rep=1
-	while [ $rep -le "$BENCH_LAT_REPS" ]; do
-		for run in $(rotate $((rep - 1)) $(aa_pairs $cfgs)); do
-			cfg=${run%:*}
-			bx_up "$cus" "$spread" "$shape"
-			peer_on "$cfg"
-			for qd in 1 4; do
-				measure "lat kernel=$MODE shape=$shape gov=$g cus=$cus spread=$spread qd=$qd cfg=$cfg aa=${run#*:} rep=$rep ios=$BENCH_IOS" \
-					"$(fio_lat bx $qd "$BENCH_IOS")"
-			done
-			peer_off
-			rmnull bx
-		done
-		rep=$((rep + 1))
+	pair_runs "$BENCH_LAT_REPS" "$cus" "$spread" "$shape" lat_run "$@"
+	pair_runs "$BENCH_REPS" "$cus" "$spread" "$shape" power_run "$@"
+}
+lat_run() {
+	for qd in 1 4; do
+		measure "lat kernel=$MODE shape=$shape gov=$g cus=$cus spread=$spread qd=$qd cfg=$cfg aa=$aa rep=$rep ios=$BENCH_IOS" \
+			"$(fio_lat bx $qd "$BENCH_IOS")"
 	done
-	rep=1
-	while [ $rep -le "$BENCH_REPS" ]; do
-		for run in $(rotate $((rep - 1)) $(aa_pairs $cfgs)); do
-			cfg=${run%:*}
-			bx_up "$cus" "$spread" "$shape"
-			peer_on "$cfg"
-			measure "power kernel=$MODE shape=$shape gov=$g cus=$cus spread=$spread cfg=$cfg aa=${run#*:} rep=$rep" \
-				"$(idle-watch /dev/bx 1 200 1000000)"
-			peer_off
-			rmnull bx
-		done
-		rep=$((rep + 1))
-	done
+}
+power_run() {
+	measure "power kernel=$MODE shape=$shape gov=$g cus=$cus spread=$spread cfg=$cfg aa=$aa rep=$rep" \
+		"$(idle-watch /dev/bx 1 200 1000000)"
 }
 
 # The peers of this guest's kernel in a shape
@@ -1295,29 +1299,21 @@ bench_bursts() {
 			[ $nr -ge 10 ] || nr=10
 			for gms in $(echo "${spec#*:}" | tr , ' '); do
 				measure "benchpoint kernel=$MODE shape=$shape gov=menu burst=$b gap_ms=$gms uptime=$(cut -d' ' -f1 /proc/uptime)"
-				rep=1
-				while [ $rep -le "$BENCH_LAT_REPS" ]; do
-					for run in $(rotate $((rep - 1)) $(aa_pairs $cfgs)); do
-						cfg=${run%:*}
-						bx_up 50 "$BENCH_SPREAD" "$shape"
-						peer_on "$cfg"
-						idle-watch snap >/tmp/pre
-						r=$(idle-watch burst /dev/bx 1 "$b" $((gms * 1000)) $nr)
-						idle-watch snap >/tmp/post
-						if [ -n "$r" ]; then
-							measure "burst kernel=$MODE shape=$shape gov=menu cus=50 spread=$BENCH_SPREAD burst=$b gap_ms=$gms bursts=$nr cfg=$cfg aa=${run#*:} rep=$rep" \
-								"$r$(cpu_shares)"
-						else
-							fail "bench-burst $shape $b $gms $cfg"
-						fi
-						peer_off
-						rmnull bx
-					done
-					rep=$((rep + 1))
-				done
+				pair_runs "$BENCH_LAT_REPS" 50 "$BENCH_SPREAD" "$shape" burst_run $cfgs
 			done
 		done
 	done
+}
+burst_run() {
+	idle-watch snap >/tmp/pre
+	r=$(idle-watch burst /dev/bx 1 "$b" $((gms * 1000)) $nr)
+	idle-watch snap >/tmp/post
+	if [ -n "$r" ]; then
+		measure "burst kernel=$MODE shape=$shape gov=menu cus=50 spread=$BENCH_SPREAD burst=$b gap_ms=$gms bursts=$nr cfg=$cfg aa=$aa rep=$rep" \
+			"$r$(cpu_shares)"
+	else
+		fail "bench-burst $shape $b $gms $cfg"
+	fi
 }
 
 # What each peer buys (latency) and keeps (where the CPUs' time goes,
