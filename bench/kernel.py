@@ -38,6 +38,11 @@ reads the BLKQOS-MEASURE lines of their console logs:
            kernel, guest-init.sh bench_bursts): the first read's and the
            others' p50/p90/p99/max and every CPU's shares over the run;
            targets in burst_targets()
+  db       SQLite on ext4 on a memory-backed null_blk (one guest per
+           kernel, guest-init.sh bench_db): rate, p50/p99/max of every
+           query, the reads' and the updates' p99; targets in db_targets()
+  lat, power on QEMU's NVMe (one guest per kernel, alone, without
+           -icount: guest-init.sh nvme_up): shapes nvme-cross, nvme-local
 Every run is one copy of an A/A pair (aa=a, aa=b: the same configuration
 twice per repeat, a round apart); each row carries the pair's spread per
 metric ("<metric>_aa"), which a difference must exceed to count, and the
@@ -59,9 +64,16 @@ BLKQOS_BENCH_CROSS, BLKQOS_BENCH_LOCAL (each shape's completion points,
 comma-separated us, "50f" fixed, "none"; default 20,50,100,200,50f),
 BLKQOS_BENCH_BURSTS (B,B..:G,G.. or "none"; default 1,8,64,512:1,2,4,8,16,64),
 BLKQOS_BENCH_HZ (250 or 1000: the kernels' tick, built so; default 250),
+BLKQOS_BENCH_IDLE (model, icx, spr or epyc: the test idle driver's table,
+default model; targets.calibration sets the block RFC's Icelake figures
+beside the run's), BLKQOS_BENCH_NVME (the NVMe guests' completion times
+in us, comma-separated, or "none"; default 50),
 BLKQOS_BENCH_OPT (size or speed: every kernel -Os or -O2; default size;
 both recorded in bench-build.json beside the logs, which this reads),
-BLKQOS_HOTPATH_IOS (default 100000), BLKQOS_BENCH_HOTPATH=0 (no hot path,
+BLKQOS_HOTPATH_IOS (default 100000), BLKQOS_HOTPATH_REPS (pairs of hot-path
+runs per variant, interleaved, default 15: 30 runs, a bootstrap interval
+on each ratio; QD32 through libaio beside QD1 where completions come from
+the softirq), BLKQOS_BENCH_HOTPATH=0 (no hot path,
 and no kernel without the lease: report.py then carries the hot path's
 figures over from the results file it is given).
 """
@@ -78,9 +90,16 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CACHE = os.environ.get("BLKQOS_KERNEL_CACHE", "/var/cache/blkqos-kernel")
 MEASURE = re.compile(r"^BLKQOS-MEASURE (\S+) (.*)$")
-TEXT = ("variant", "gov", "cfg", "kernel", "shape", "aa", "run")
+TEXT = ("variant", "gov", "cfg", "kernel", "shape", "aa", "run", "dev", "idle")
 # the CPUs that serve the I/O, per shape: the power target looks at these
+# (on QEMU's NVMe, shapes "nvme-cross" and "nvme-local", the vector's CPU
+# and fio's, which each run names: io_cpus())
 IO_CPUS = {"cross": (0, 1), "local": (1,)}
+# the block RFC's Icelake Xeon (cover letter, 2024-08-29): fio random
+# reads, completion latency (clat) of two 2-minute runs each, in us
+CALIBRATION = {"floor": {"max": (98.292, 93.409), "mean": (22.186, 22.583)},
+               "baseline": {"max": (242.706, 241.880), "mean": (23.767, 23.546)},
+               "knob10": {"max": (103.628, 115.739), "mean": (22.489, 22.240)}}
 # CPUs reported (CPU2 is the device: shown, never counted)
 CPUS = (0, 1, 2)
 # the configurations of the latency and power figures, in table order
@@ -89,6 +108,8 @@ PEERS = ["baseline", "floor", "dma", "resume", "psd", "psd_cpu0_floor", "knob10"
 LAT_METRICS = ("iops", "mean", "p50", "p99", "p999", "max") + tuple(
     f"{m}_pct" for c in CPUS for m in (f"deep{c}", f"spin{c}", f"c1_{c}", f"poll{c}"))
 POWER_METRICS = ("pct", "spin_pct", "c1_pct", "poll_pct")
+DB_METRICS = ("qps", "p50", "p99", "max", "read_p99", "write_p99") + tuple(
+    f"{m}_pct" for c in CPUS for m in (f"deep{c}", f"spin{c}", f"c1_{c}", f"poll{c}"))
 BURST_METRICS = tuple(f"{w}_{p}" for w in ("first", "rest") for p in ("p50", "p90", "p99", "max")) + tuple(
     f"{m}_pct" for c in CPUS for m in (f"deep{c}", f"spin{c}", f"c1_{c}", f"poll{c}"))
 # the lease's timeout in the benchmark (knob10, auto, ulease): a gap of
@@ -144,7 +165,7 @@ def parse(path):
                 if "=" in word:
                     k, v = word.split("=", 1)
                     fields[k] = v
-                elif kind == "hotpath":  # iops,clat_mean_us,p99_us,max_us
+                elif kind in ("hotpath", "hotpath32"):  # iops,clat_mean_us,p99_us,max_us
                     iops, mean, p99, mx = word.split(",")
                     fields.update(iops=iops, mean=mean, p99=p99, max=mx)
             out.append((kind, {k: (v if k in TEXT else num(v)) for k, v in fields.items()}))
@@ -172,7 +193,7 @@ def aa_spread(reps, m):
 
 # the metrics whose ratios get a bootstrap interval: their runs' values
 # stay in the row ("<m>_runs")
-RATIO_METRICS = ("p99", "first_p99", "rest_p99")
+RATIO_METRICS = ("p99", "first_p99", "rest_p99", "max", "mean", "qps")
 
 
 def rows_of(runs, point, metrics):
@@ -211,6 +232,22 @@ def ratio_ci(num, den, n=2000):
     return [round(out[int(0.025 * len(out))], 3), round(out[int(0.975 * len(out)) - 1], 3)]
 
 
+def hot_ratio(runs, base):
+    """A hot-path variant against its reference: IOPS over the reference's
+    and the reference's mean latency over its (1.0 = free), medians over
+    the runs, each with a 95 % bootstrap interval and its half-width in
+    points."""
+    out = {"runs": len(runs), "base_runs": len(base)}
+    for m, num, den in (("iops", runs, base), ("clat", base, runs)):
+        key = "iops" if m == "iops" else "mean"
+        a, b = [r[key] for r in num], [r[key] for r in den]
+        out[m] = round(statistics.median(a) / statistics.median(b), 4)
+        ci = ratio_ci(a, b)
+        out[f"{m}_ci95"] = ci
+        out[f"{m}_ci_halfwidth_points"] = round(50 * (ci[1] - ci[0]), 3) if ci else None
+    return out
+
+
 def collect():
     records = []
     # every guest of the last run: one per kernel, governor and shape
@@ -218,14 +255,15 @@ def collect():
     for log in sorted(glob.glob(os.path.join(CACHE, "console-bench-*.log"))):
         records += parse(log)
     result = {"hotpath": [], "latency": [], "power": []}
-    runs, lat_runs, burst_runs = [], [], []
+    runs, lat_runs, burst_runs, db_runs = [], [], [], []
     for kind, f in records:
         # benchpoint: where each point began (guest uptime), no figures
-        if kind not in ("hotpath", "lat", "power", "burst"):
+        if kind not in ("hotpath", "hotpath32", "lat", "power", "burst", "db"):
             continue
         if f.get("kernel") in OWN:
             f["cfg"] = OWN[f["kernel"]].get(f["cfg"], f["cfg"])
-        if kind == "hotpath":
+        if kind in ("hotpath", "hotpath32"):
+            f["qd"] = 32 if kind == "hotpath32" else 1
             result["hotpath"].append(f)
         elif kind == "lat":
             lat_runs.append(f)
@@ -233,6 +271,11 @@ def collect():
             runs.append(f)
         elif kind == "burst":
             burst_runs.append(f)
+        elif kind == "db":
+            db_runs.append(f)
+        # QEMU's NVMe: shapes of their own
+        if f.get("dev") == "nvme":
+            f["shape"] = "nvme-" + f["shape"]
     # runs before the 3-vCPU model (2 vCPUs, the timer on CPU0) had no
     # shape: they measured the cross shape's IPI path
     for f in lat_runs + runs:
@@ -243,26 +286,27 @@ def collect():
         row["ios"] = next(r["ios"] for r in lat_runs if all(r[k] == row[k] for k in point))
         result["latency"].append(row)
     result["burst_runs"] = burst_runs
+    result["db_runs"] = db_runs
+    result["db"] = rows_of(db_runs, ("shape", "gov", "cus", "spread", "cfg"), DB_METRICS)
     result["bursts"] = rows_of(burst_runs, ("shape", "gov", "cus", "spread", "burst", "gap_ms", "cfg"),
                                BURST_METRICS)
     ratios = {}
-    for irq in sorted({h["irq"] for h in result["hotpath"]}):
-        by = {h["variant"]: h for h in result["hotpath"] if h["irq"] == irq}
-        if "nopsd" not in by:
-            continue
-        base = by["nopsd"]
-        # lower latency is better: base/variant, so 1.0 = free
-        ratios[f"irq{irq}"] = {
-            v: {"iops": round(by[v]["iops"] / base["iops"], 4),
-                "clat": round(base["mean"] / by[v]["mean"], 4)}
-            for v in ("off", "on", "psdmodel") if v in by
-        }
+    for irq, qd in sorted({(h["irq"], h.get("qd", 1)) for h in result["hotpath"]}):
+        runs = [h for h in result["hotpath"] if h["irq"] == irq and h.get("qd", 1) == qd]
+        by = {v: [h for h in runs if h["variant"] == v] for v in {h["variant"] for h in runs}}
+        # knob on against knob off in the same guest; the others against
+        # the kernel without the lease (another guest)
+        for v, base in (("on", "off"), ("off", "nopsd"), ("psdmodel", "nopsd"), ("on", "nopsd")):
+            if v not in by or base not in by:
+                continue
+            ratios.setdefault(f"irq{irq}" + ("" if qd == 1 else f"_qd{qd}"), {})[
+                v if base == "nopsd" else f"{v}_over_{base}"] = hot_ratio(by[v], by[base])
     result["hotpath_ratios"] = ratios
     result["power_runs"] = runs
     point = ("shape", "gov", "cus", "spread", "cfg")
     for key in sorted({tuple(r[k] for k in point) for r in runs}):
         reps = [r for r in runs if tuple(r[k] for k in point) == key]
-        row = dict(zip(point, key))
+        row = dict(zip(point, key), io_cpus=io_cpus(reps[0]))
         for cpu in (c for c in CPUS if f"cpu{c}_pct" in reps[0]):
             for m in (m for m in POWER_METRICS if f"cpu{cpu}_{m}" in reps[0]):
                 row[f"cpu{cpu}_{m}"] = spread_of([r[f"cpu{cpu}_{m}"] for r in reps])
@@ -272,6 +316,74 @@ def collect():
     result["build"] = build()
     result["targets"] = targets(result)
     return result
+
+
+def io_cpus(run):
+    """The CPUs that serve a run's I/O: on QEMU's NVMe the vector's CPU
+    and fio's, which the run names; on null_blk its shape's."""
+    if run.get("irq_cpu", -1) >= 0:
+        return sorted({run["irq_cpu"], run["sub_cpu"]})
+    return list(IO_CPUS.get(run["shape"], (0, 1)))
+
+
+def calibration(lat, idle):
+    """How close the idle model comes to the block RFC's Icelake figures:
+    per shape, at 20 us +/- 50 % (the RFC's mean clat was 22-24 us), QD1,
+    menu, the maximum and mean completion latency of deep allowed and of
+    the knob at 10 us over C-states off's, beside the RFC's ratios."""
+    rfc = {cfg: {m: statistics.mean(v) / statistics.mean(CALIBRATION["floor"][m])
+                 for m, v in ms.items()} for cfg, ms in CALIBRATION.items() if cfg != "floor"}
+    out = []
+    for shape in sorted({p["shape"] for p in lat}):
+        where = {"shape": shape, "gov": "menu", "cus": 20, "qd": 1}
+        if shape.startswith("nvme"):
+            where["spread"] = 0
+        else:
+            where["spread"] = 50
+        floor = find(lat, **where, cfg="floor")
+        if not floor:
+            continue
+        for cfg in ("baseline", "knob10"):
+            row = find(lat, **where, cfg=cfg)
+            if not row:
+                continue
+            t = {**where, "idle": idle, "cfg": cfg}
+            for m in ("max", "mean"):
+                t[f"{m}_over_floor"] = round(row[m] / floor[m], 3) if floor[m] else None
+                t[f"{m}_ci95"] = ratio_ci(row.get(f"{m}_runs"), floor.get(f"{m}_runs"))
+                t[f"rfc_{m}_over_floor"] = round(rfc[cfg][m], 3)
+            out.append(t)
+    return out
+
+
+def db_targets(rows):
+    """The database per peer: every query's p99 and the rate against
+    C-states off of the peer's own kernel, with the A/A spreads and a
+    bootstrap interval (reported, never asserted)."""
+    out = []
+    for row in rows:
+        cfg = row["cfg"]
+        if cfg in REFERENCES:
+            continue
+        where = {k: row[k] for k in ("shape", "gov", "cus", "spread")}
+        floor = own(rows, cfg, "floor", **where)
+        base = own(rows, cfg, "baseline", **where)
+        if not floor or not base:
+            continue
+        t = {**where, "cfg": cfg}
+        for m in ("p99", "qps"):
+            ratio = row[m] / floor[m] if floor[m] else None
+            aa = max(row.get(f"{m}_aa") or 0, floor.get(f"{m}_aa") or 0)
+            t.update({m: row[m], f"{m}_floor": floor[m], f"{m}_baseline": base[m],
+                      f"{m}_over_floor": None if ratio is None else round(ratio, 3),
+                      f"{m}_aa": aa,
+                      f"{m}_ci95": ratio_ci(row.get(f"{m}_runs"), floor.get(f"{m}_runs"))})
+        cpus = IO_CPUS[row["shape"]]
+        t["deep_pct"] = round(statistics.mean(row[f"deep{c}_pct"] for c in cpus), 1)
+        t["baseline_deep_pct"] = round(statistics.mean(base[f"deep{c}_pct"] for c in cpus), 1)
+        t["met_latency"] = t["p99_over_floor"] is not None and t["p99_over_floor"] <= 1.05
+        out.append(t)
+    return out
 
 
 def find(rows, **want):
@@ -353,7 +465,7 @@ def targets(r):
             continue
         # only the CPUs that serve the shape's I/O: CPU0 does none in the
         # local shape, CPU2 is the device
-        for cpu in IO_CPUS.get(row["shape"], (0, 1)):
+        for cpu in row.get("io_cpus") or IO_CPUS.get(row["shape"], (0, 1)):
             b = base[f"cpu{cpu}_pct"]
             v = row[f"cpu{cpu}_pct"]
             ratio = round(v["median"] / b["median"], 3) if b["median"] else None
@@ -368,6 +480,8 @@ def targets(r):
                 "kept": (ratio or 0) >= 0.95,
             })
     out["bursts"] = burst_targets(r.get("bursts", []), 1000 / r["build"]["hz"])
+    out["db"] = db_targets(r.get("db", []))
+    out["calibration"] = calibration(lat, r["build"].get("idle", "model"))
     return out
 
 

@@ -42,17 +42,32 @@ def machine(build):
         pass
     return {"host_cpu": cpu, "nproc": os.cpu_count(), "host_kernel": platform.release(),
             "guest": "QEMU TCG -icount shift=0,sleep=off, 3 vCPUs (CPU2 the device), blkqos test "
-                     "idle driver (POLL, C1 2 us, DEEP 150 us exit / 600 us residency), "
+                     f"idle driver, table {build.get('idle', 'model')} ({IDLE_TEXT[build.get('idle', 'model')]}); "
+                     "QEMU's NVMe runs (shapes nvme-*) without -icount, in host time, "
                      f"HZ={build.get('hz', 250)}, kernels built "
                      f"{'-O2' if build.get('opt') == 'speed' else '-Os'}"}
 
 
-SHAPES = ("cross", "local")
+IDLE_TEXT = {"model": "POLL, C1 2 us, DEEP 150 us exit / 600 us residency",
+             "icx": "Ice Lake server: POLL, C1 1/1, C1E 4/4, C6 170/600 us",
+             "spr": "Sapphire Rapids: POLL, C1 1/1, C1E 2/4, C6 290/800 us",
+             "epyc": "EPYC through acpi_idle: POLL, C1 1/2, C2 18/36 us"}
+SHAPES = ("cross", "local", "nvme-cross", "nvme-local")
 SHAPE_TEXT = {
     "cross": "cross-CPU shape: the device (CPU2) interrupts CPU0, blk-mq sends the completion "
              "to CPU1, the submitter, by IPI",
     "local": "local shape: the device (CPU2) interrupts CPU1, the submitter",
+    "nvme-cross": "QEMU's NVMe, one I/O queue: its MSI-X vector lands on one CPU, fio submits on "
+                  "another, blk-mq sends the completion back by IPI; null-co latency, host time",
+    "nvme-local": "QEMU's NVMe, a queue per CPU: the vector of fio's queue lands on fio's CPU; "
+                  "null-co latency, host time",
 }
+
+
+def io_of(k, shape):
+    """The I/O CPUs of a shape: on QEMU's NVMe, as its power runs name them."""
+    row = next((p for p in k["power"] if p["shape"] == shape and p.get("io_cpus")), None)
+    return row["io_cpus"] if row else IO_CPUS.get(shape, (0, 1))
 
 
 def shapes(k):
@@ -86,11 +101,19 @@ def tables(cli, k):
     out.append("| completion | lease=n IOPS | lease=n mean | knob off | knob on (10 us) | PSD model |")
     out.append("|---|---:|---:|---:|---:|---:|")
     for irq, name in ((0, "inline (irqmode 0)"), (1, "softirq (irqmode 1)")):
-        base = find(k["hotpath"], irq=irq, variant="nopsd")
+        base = find(k["hotpath"], irq=irq, variant="nopsd", qd=1) or find(k["hotpath"], irq=irq, variant="nopsd")
         r = k["hotpath_ratios"].get(f"irq{irq}", {})
         if base:
-            cells = [f"{r[v]['clat']:.4f}" if v in r else "-" for v in ("off", "on", "psdmodel")]
+            cells = [f"{r[v]['clat']:.4f}" + (f" ±{r[v]['clat_ci_halfwidth_points']:.2f}"
+                                               if r[v].get("clat_ci_halfwidth_points") is not None else "")
+                     if v in r else "-" for v in ("off", "on", "psdmodel")]
             out.append(f"| {name} | {base['iops']} | {base['mean']:.3f} us | " + " | ".join(cells) + " |")
+    for key, r in sorted(k["hotpath_ratios"].items()):
+        x = r.get("on_over_off")
+        if x:
+            out.append(f"\nKnob on over knob off in the same guest, {key} ({x['runs']} runs each): IOPS "
+                       f"{x['iops']} (95 % {x['iops_ci95']}), mean latency {x['clat']} (95 % {x['clat_ci95']},"
+                       f" half-width {x['clat_ci_halfwidth_points']} points).")
     for shape in shapes(k):
         out.append(shape_tables(k, shape))
     out.append("\nThe command (fake trees of N NVMe disks on tmpfs; median wall, max peak RSS; "
@@ -157,7 +180,7 @@ def shape_tables(k, shape):
                          f"{p['poll0_pct']:.0f} / {p['poll1_pct']:.0f}")
         out.append(f"| {gov} | {completion(cus, spread)} | " + " | ".join(cells) + " |")
     reps = max((r["cpu0_pct"]["n"] for r in power), default=0)
-    io = " and ".join(f"CPU{c}" for c in IO_CPUS[shape])
+    io = " and ".join(f"CPU{c}" for c in io_of(k, shape))
     out.append(f"\n**{shape}** — power kept: deep state's share of the second after the last of 200 QD1 "
                f"reads, CPU0 / CPU1 (median of {reps} runs, %; baseline with its min-max; the I/O CPUs "
                f"here: {io}), and each CPU's first deep entry after the last I/O (median, ms):\n")
@@ -275,6 +298,41 @@ def plot_bursts(k, prefix):
     plt.close(fig)
 
 
+def db_tables(k):
+    """The database per shape: each peer's rate and every query's p99."""
+    rows = k.get("db") or []
+    out = []
+    for shape in [s for s in SHAPES if any(r["shape"] == s for r in rows)]:
+        mine = [r for r in rows if r["shape"] == shape]
+        peers = [c for c in PEERS + ["psd_baseline", "psd_floor", "stock_baseline", "stock_floor"]
+                 if find(mine, cfg=c)]
+        reps = max((r["reps"] for r in mine), default=0)
+        out.append(f"\n**{shape} database** — SQLite on ext4 (bench/README.md): queries per second, "
+                   f"p99 of every query / of the reads / of the updates in us, median of {reps} runs "
+                   f"(an A/A pair each repeat; in brackets: the pair's spread of the p99, %); {SHAPE_TEXT[shape]}:\n")
+        out.append("| peer | qps | p99 | read p99 | update p99 | deep % of the I/O CPUs |")
+        out.append("|---|---:|---:|---:|---:|---:|")
+        for c in peers:
+            r = find(mine, cfg=c)
+            deep = sum(r[f"deep{cpu}_pct"] for cpu in IO_CPUS[shape]) / len(IO_CPUS[shape])
+            aa = r.get("p99_aa")
+            out.append(f"| {LABEL.get(c, c)} | {r['qps']:g} | {r['p99']:g}"
+                       + (f" ({100 * aa:.0f})" if aa is not None else "")
+                       + f" | {r['read_p99']:g} | {r['write_p99']:g} | {deep:.0f} |")
+    cal = k.get("targets", {}).get("calibration") or []
+    if cal:
+        out.append("\n**Calibration** against the block RFC's Icelake Xeon (fio random reads, C6 on and "
+                   "off, the knobs at 10 us / 3 ms): completion latency over C-states off's, 20 us "
+                   "completions, QD1, menu (95 % bootstrap interval):\n")
+        out.append("| idle table | shape | peer | max / off | RFC | mean / off | RFC |")
+        out.append("|---|---|---|---:|---:|---:|---:|")
+        for r in cal:
+            out.append(f"| {r['idle']} | {r['shape']} | {LABEL.get(r['cfg'], r['cfg'])} | "
+                       f"{r['max_over_floor']} {r['max_ci95']} | {r['rfc_max_over_floor']} | "
+                       f"{r['mean_over_floor']} {r['mean_ci95']} | {r['rfc_mean_over_floor']} |")
+    return "\n".join(out)
+
+
 def summary(k):
     """The targets of bench/kernel.py, one line each (figures, met or not)."""
     t = k["targets"]
@@ -320,6 +378,10 @@ def summary(k):
                        f" points ({sum(r['met'] for r in act)}/{len(act)} under menu, where PSD acts;"
                        f" separated by the runs' ranges at {sum(r['separated'] and r['met'] for r in rows)});"
                        f" misses: {', '.join(miss) or 'none'}")
+    for r in t.get("db") or []:
+        out.append(f"- database {r['shape']} {r['cfg']}: p99 {r['p99']} us = {r['p99_over_floor']}x "
+                   f"C-states off (95 % {r['p99_ci95']}, A/A {r['p99_aa']}), qps {r['qps_over_floor']}x; "
+                   f"{'met' if r['met_latency'] else 'NOT met'} (<= 1.05x)")
     return "\n".join(out)
 
 
@@ -331,7 +393,7 @@ def kept(k, shape, cfg, **where):
     b = reference(rows, cfg, "baseline", **where)
     if not w or not b:
         return None
-    cpus = IO_CPUS[shape]
+    cpus = io_of(k, shape)
     base = sum(pct_of(b, c) for c in cpus)
     return 100 * sum(pct_of(w, c) for c in cpus) / base if base else None
 
@@ -394,7 +456,7 @@ def plot_cost(cli, k, prefix):
     labels, vals = [], []
     for irq, r in sorted(k["hotpath_ratios"].items()):
         for v in ("off", "on", "psdmodel"):
-            if v in r:
+            if v in r and "clat" in r[v]:
                 labels.append(f"{irq} {'PSD' if v == 'psdmodel' else 'knob ' + v}")
                 vals.append(r[v]["clat"])
     a.bar(range(len(vals)), vals, color="#2ca02c")
@@ -448,6 +510,7 @@ def main():
     plot_bursts(k, prefix)
     print(tables(cli, k))
     print(burst_tables(k))
+    print(db_tables(k))
     print(summary(k))
     print(burst_summary(k))
     return 0

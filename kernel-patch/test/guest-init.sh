@@ -7,12 +7,14 @@
 # blkqos.only=hotpath skips the checks and only measures the hot path,
 # blkqos.only=lapse runs only the lapse checks, blkqos.only=nvme only
 # the NVMe topology checks (guest-nvme.sh);
-# blkqos.hotpath_ios=N sets its I/O count; blkqos.only=bench runs the
+# blkqos.hotpath_ios=N sets its I/O count, blkqos.hotpath_reps=N its
+# pairs of runs; blkqos.only=bench runs the
 # benchmark matrix of bench/kernel, blkqos.bench_ios=N I/Os per point,
 # blkqos.bench_lat_reps=N latency runs per point, blkqos.bench_reps=N runs
 # of the second after the last I/O, blkqos.bench_spread=P the completion
 # times' spread (+/- P per cent); blkqos.bench_part=bursts runs only the
-# bursts, blkqos.bench_bursts=B,B..:G,G.. their sizes and gaps (ms);
+# bursts, blkqos.bench_bursts=B,B..:G,G.. their sizes and gaps (ms),
+# blkqos.bench_dev=nvme the sweep on QEMU's NVMe (nvme_up);
 # blkqos.stress_secs=N sets the stress run's guest seconds (default 60).
 
 export PATH=/bin:/sbin:/usr/bin:/usr/sbin
@@ -46,6 +48,8 @@ MODE=$(sed -n 's/.*blkqos\.mode=\([a-z]*\).*/\1/p' /proc/cmdline)
 ONLY=$(sed -n 's/.*blkqos\.only=\([a-z]*\).*/\1/p' /proc/cmdline)
 HOTPATH_IOS=$(sed -n 's/.*blkqos\.hotpath_ios=\([0-9]*\).*/\1/p' /proc/cmdline)
 : "${HOTPATH_IOS:=20000}"
+HOTPATH_REPS=$(sed -n 's/.*blkqos\.hotpath_reps=\([0-9]*\).*/\1/p' /proc/cmdline)
+: "${HOTPATH_REPS:=1}"
 BENCH_IOS=$(sed -n 's/.*blkqos\.bench_ios=\([0-9]*\).*/\1/p' /proc/cmdline)
 : "${BENCH_IOS:=2000}"
 BENCH_REPS=$(sed -n 's/.*blkqos\.bench_reps=\([0-9]*\).*/\1/p' /proc/cmdline)
@@ -59,6 +63,12 @@ STRESS_SECS=$(sed -n 's/.*blkqos\.stress_secs=\([0-9]*\).*/\1/p' /proc/cmdline)
 IOS=64			# I/Os per idle-selection phase
 SLOW_NS=1000000		# completion time that makes DEEP worth entering
 CPUIDLE=/sys/devices/system/cpu/cpuidle
+# the idle table (blkqos_test.idle=, the test driver's), its deepest state
+# and C1's exit latency, which cpu_dma_latency and the static resume
+# latency peers hold
+IDLE=$(cat /sys/module/blkqos_test/parameters/idle 2>/dev/null || echo model)
+DEEP=state$(($(ls -d /sys/devices/system/cpu/cpu0/cpuidle/state* | wc -l) - 1))
+C1_EXIT_US=$(cat /sys/devices/system/cpu/cpu0/cpuidle/state1/latency 2>/dev/null || echo 2)
 NULLB=/sys/kernel/config/nullb
 
 pass() { echo "BLKQOS-CHECK PASS $*"; }
@@ -1002,18 +1012,31 @@ hot_path() { # [irqmode]
 	[ "$irq" = 1 ] && hwq=1 || hwq=2
 	mknull hp queue_mode=2 irqmode=$irq submit_queues=$hwq || fail setup-nullb-hp
 	fio_qd1 hp 2000 >/dev/null	# warm up
-	# each figure twice, interleaved: an A/A pair in the same guest
-	for run in a b; do
+	# each figure 2 x HOTPATH_REPS times in the same guest, interleaved,
+	# the knob's two settings in turn, in either order by turns
+	n=1
+	while [ $n -le $((2 * HOTPATH_REPS)) ]; do
 		if [ "$MODE" != psd ]; then
-			measure "hotpath variant=$MODE $(fio_qd1 hp "$HOTPATH_IOS" | tr ' ' ,) irq=$irq run=$run"
+			hot_run "$MODE"
+		elif [ $((n % 2)) = 1 ]; then
+			hot_run off
+			hot_run on
 		else
-			measure "hotpath variant=off $(fio_qd1 hp "$HOTPATH_IOS" | tr ' ' ,) irq=$irq run=$run"
-			echo 10 >"$(knob hp limit_us)"
-			measure "hotpath variant=on $(fio_qd1 hp "$HOTPATH_IOS" | tr ' ' ,) irq=$irq run=$run"
-			echo -1 >"$(knob hp limit_us)"
+			hot_run on
+			hot_run off
 		fi
+		n=$((n + 1))
 	done
 	rmnull hp
+}
+hot_run() { # variant
+	[ "$1" != on ] || echo 10 >"$(knob hp limit_us)"
+	measure "hotpath variant=$1 $(fio_qd1 hp "$HOTPATH_IOS" | tr ' ' ,) irq=$irq run=$n"
+	# QD32 through libaio where completions come from the softirq
+	[ "$irq" != 1 ] ||
+		measure "hotpath32 variant=$1 $(fio_qd1 hp "$HOTPATH_IOS" --ioengine=libaio \
+			--iodepth=32 | tr ' ' ,) irq=$irq run=$n"
+	[ "$1" != on ] || echo -1 >"$(knob hp limit_us)"
 }
 
 # The benchmark's CPUs (3 vCPUs: kernel-patch/test/run sets SMP=3 for
@@ -1024,6 +1047,11 @@ hot_path() { # [irqmode]
 # completion comes. CPUs 0 and 1 are the I/O CPUs the peers act on.
 DEV_CPU=2
 IO_CPUS="0 1"
+# the device the peers run on and the CPU fio submits on (bx_up sets them)
+BX=bx
+SUB_CPU=1
+BENCH_DEV=$(sed -n 's/.*blkqos\.bench_dev=\([a-z_]*\).*/\1/p' /proc/cmdline)
+: "${BENCH_DEV:=null_blk}"
 
 # Where every CPU's time went between the idle-watch snaps in /tmp/pre
 # and /tmp/post (one line per CPU, however many the guest has):
@@ -1045,7 +1073,7 @@ fio_lat() { # dev iodepth nr_ios
 	rm -f /tmp/pre /tmp/post /tmp/fio.out
 	fio --name=lat --filename="/dev/$1" --rw=randread --bs=4k \
 		--ioengine=libaio --iodepth="$2" --direct=1 --number_ios="$3" \
-		--size=64m --cpus_allowed=1 --norandommap --randrepeat=1 \
+		--size=64m --cpus_allowed="$SUB_CPU" --norandommap --randrepeat=1 \
 		--percentile_list=50:99:99.9 --output-format=terse \
 		--terse-version=3 \
 		--exec_prerun="sh -c 'idle-watch snap >/tmp/pre'" \
@@ -1087,7 +1115,6 @@ fio_lat() { # dev iodepth nr_ios
 # away and back clears its per-CPU data (menu's intervals and correction
 # factors, teo's bins), which the previous configuration would otherwise
 # hand on to the next.
-C1_EXIT_US=2
 PSD_ON=/sys/module/psd/parameters/enabled
 peer_off() {
 	deep_disabled 0
@@ -1101,9 +1128,9 @@ peer_off() {
 	for c in $IO_CPUS; do
 		echo 0 >/sys/devices/system/cpu/cpu$c/power/pm_qos_resume_latency_us
 	done
-	[ ! -e "$(knob bx limit_us)" ] || {
-		echo -1 >"$(knob bx limit_us)"
-		echo 3 >"$(knob bx timeout_ms)"
+	[ ! -e "$(knob $BX limit_us)" ] || {
+		echo -1 >"$(knob $BX limit_us)"
+		echo 3 >"$(knob $BX timeout_ms)"
 	}
 }
 
@@ -1122,11 +1149,11 @@ peer_on() { # cfg
 	psd) echo 1 >$PSD_ON ;;
 	psd_cpu0_floor)
 		echo 1 >$PSD_ON
-		echo 1 >/sys/devices/system/cpu/cpu0/cpuidle/state2/disable ;;
-	knob10) echo 10 >"$(knob bx limit_us)" ;;
+		echo 1 >/sys/devices/system/cpu/cpu0/cpuidle/$DEEP/disable ;;
+	knob10) echo 10 >"$(knob $BX limit_us)" ;;
 	ulease) bench_lease ;;
-	knob0) echo 0 >"$(knob bx limit_us)" ;;
-	auto) echo auto >"$(knob bx limit_us)" ;;
+	knob0) echo 0 >"$(knob $BX limit_us)" ;;
+	auto) echo auto >"$(knob $BX limit_us)" ;;
 	esac
 	sleep 0.05	# let a lease from the previous configuration lapse
 	g=$(cat $CPUIDLE/current_governor)
@@ -1135,16 +1162,16 @@ peer_on() { # cfg
 }
 
 # blkqos lease on the stock kernel, as knob10 on the lease kernel: 10 us,
-# 3 ms after the last I/O; running once it has taken bx's grant
+# 3 ms after the last I/O; running once it has taken the device's grant
 bench_lease() {
 	mkdir -p /etc/blkqos
-	printf '[[rule]]\nname = "bx"\nmatch = { name = "bx" }\ncpu_lat_limit_us = 10\ncpu_lat_timeout_ms = 3\n' \
+	printf '[[rule]]\nname = "bx"\nmatch = { name = "%s" }\ncpu_lat_limit_us = 10\ncpu_lat_timeout_ms = 3\n' "$BX" \
 		>/etc/blkqos/bench.toml
 	: >/tmp/bench-lease.log
 	blkqos lease --detect tracepoint /etc/blkqos/bench.toml 2>/tmp/bench-lease.log &
 	bl_pid=$!
 	i=0
-	while [ $i -lt 100 ] && ! grep -q "bx: CPUs .* held at 10 us" /tmp/bench-lease.log; do
+	while [ $i -lt 100 ] && ! grep -q "$BX: CPUs .* held at 10 us" /tmp/bench-lease.log; do
 		sleep 0.1
 		i=$((i + 1))
 	done
@@ -1169,7 +1196,7 @@ rotate() { # n word...
 # (device_deep_off) whatever a peer does
 deep_disabled() { # 0|1
 	for c in $IO_CPUS; do
-		echo "$1" >/sys/devices/system/cpu/cpu$c/cpuidle/state2/disable
+		echo "$1" >/sys/devices/system/cpu/cpu$c/cpuidle/$DEEP/disable
 	done
 }
 
@@ -1179,7 +1206,8 @@ deep_disabled() { # 0|1
 # polling busily would, under -icount with round-robin TCG, eat the other
 # vCPUs' virtual time.
 device_deep_off() {
-	echo 1 >/sys/devices/system/cpu/cpu$DEV_CPU/cpuidle/state2/disable
+	[ "$BENCH_DEV" = null_blk ] || return 0
+	echo 1 >/sys/devices/system/cpu/cpu$DEV_CPU/cpuidle/$DEEP/disable
 }
 
 # The device: its delays are spread over +/- spread per cent of cus us,
@@ -1189,14 +1217,52 @@ device_deep_off() {
 # "cross": on CPU0, and blk-mq sends the completion to CPU1 by IPI
 # (rq_affinity=2: fewer vectors than CPUs).
 bx_up() { # cus spread shape
+	[ "$BENCH_DEV" = null_blk ] || {
+		nvme_up "$1" "$3"
+		return
+	}
 	case $3 in
 	local) irq=1 ;;
 	*) irq=0 ;;
 	esac
 	mknull bx queue_mode=2 irqmode=2 completion_nsec=$(($1 * 1000)) \
 		submit_queues=3 complete_cpu=$DEV_CPU irq_cpu=$irq \
-		complete_spread_pct="$2" || fail setup-nullb-bx
+		complete_spread_pct="$2" ${BX_EXTRA:-} || fail setup-nullb-bx
 	echo 2 >/sys/block/bx/queue/rq_affinity
+}
+bx_down() {
+	[ "$BENCH_DEV" != null_blk ] || rmnull bx
+}
+
+# QEMU's NVMe (blkqos.bench_dev=nvme): its interrupts are MSI-X messages
+# through the emulated APIC, its completion time a null-co namespace's
+# latency-ns, fixed, in host time (the guest runs without -icount).
+# kernel-patch/test/run nvme_bench_args gives one controller per shape
+# and completion time, serial BENCH<shape><us>: "cross" has one I/O
+# queue, whose vector lands on a CPU of the APIC's choosing, and fio
+# submits on another; "local" has a queue per CPU, fio on CPU1 and the
+# vector of its queue on CPU1. IO_CPUS: the vector's CPU and fio's.
+nvme_up() { # cus shape
+	local d ctrl q irq
+	BX= ctrl=
+	for d in /sys/class/nvme/nvme*; do
+		# the serial as the controller reports it, blank-padded
+		[ "$(tr -d ' ' <"$d/serial")" != "BENCH$2$1" ] || ctrl=${d##*/}
+	done
+	BX=$(nvme_disks_of "$ctrl" | head -1)
+	[ -n "$BX" ] || fail "bench-nvme-device BENCH$2$1"
+	echo 2 >/sys/block/$BX/queue/rq_affinity
+	# the hardware queue CPU1 submits to, numbered from 1 as its vector
+	q=1
+	for d in /sys/block/$BX/mq/*; do
+		tr , '\n' <"$d/cpu_list" | grep -qx 1 || continue
+		q=$((${d##*/} + 1))
+	done
+	irq=$(awk -v n="${ctrl}q$q" '$NF == n { sub(":", "", $1); print $1 }' /proc/interrupts)
+	IRQ_CPU=$(cat /proc/irq/"$irq"/effective_affinity_list)
+	SUB_CPU=1
+	[ "$2" = local ] || [ "$IRQ_CPU" != 1 ] || SUB_CPU=0
+	IO_CPUS=$(printf '%s\n' "$IRQ_CPU" "$SUB_CPU" | sort -u | tr '\n' ' ')
 }
 
 # Every configuration twice, as "cfg:a" and "cfg:b", the second copy a
@@ -1225,7 +1291,7 @@ pair_runs() { # reps cus spread shape body cfg...
 			peer_on "$cfg"
 			$pr_body
 			peer_off
-			rmnull bx
+			bx_down
 		done
 		rep=$((rep + 1))
 	done
@@ -1244,13 +1310,13 @@ bench_point() { # shape gov cus spread cfgs...
 }
 lat_run() {
 	for qd in 1 4; do
-		measure "lat kernel=$MODE shape=$shape gov=$g cus=$cus spread=$spread qd=$qd cfg=$cfg aa=$aa rep=$rep ios=$BENCH_IOS" \
-			"$(fio_lat bx $qd "$BENCH_IOS")"
+		measure "lat kernel=$MODE idle=$IDLE dev=$BENCH_DEV irq_cpu=${IRQ_CPU:--1} sub_cpu=$SUB_CPU shape=$shape gov=$g cus=$cus spread=$spread qd=$qd cfg=$cfg aa=$aa rep=$rep ios=$BENCH_IOS" \
+			"$(fio_lat "$BX" $qd "$BENCH_IOS")"
 	done
 }
 power_run() {
-	measure "power kernel=$MODE shape=$shape gov=$g cus=$cus spread=$spread cfg=$cfg aa=$aa rep=$rep" \
-		"$(idle-watch /dev/bx 1 200 1000000)"
+	measure "power kernel=$MODE idle=$IDLE dev=$BENCH_DEV irq_cpu=${IRQ_CPU:--1} sub_cpu=$SUB_CPU shape=$shape gov=$g cus=$cus spread=$spread cfg=$cfg aa=$aa rep=$rep" \
+		"$(idle-watch /dev/"$BX" "$SUB_CPU" 200 1000000)"
 }
 
 # The peers of this guest's kernel in a shape
@@ -1309,10 +1375,56 @@ burst_run() {
 	r=$(idle-watch burst /dev/bx 1 "$b" $((gms * 1000)) $nr)
 	idle-watch snap >/tmp/post
 	if [ -n "$r" ]; then
-		measure "burst kernel=$MODE shape=$shape gov=menu cus=50 spread=$BENCH_SPREAD burst=$b gap_ms=$gms bursts=$nr cfg=$cfg aa=$aa rep=$rep" \
+		measure "burst kernel=$MODE idle=$IDLE shape=$shape gov=menu cus=50 spread=$BENCH_SPREAD burst=$b gap_ms=$gms bursts=$nr cfg=$cfg aa=$aa rep=$rep" \
 			"$r$(cpu_shares)"
 	else
 		fail "bench-burst $shape $b $gms $cfg"
+	fi
+}
+
+# A database beside fio (blkqos.bench_part=db, a guest of its own):
+# SQLite (db-bench.c: 20,000 rows, a fixed mix of nine point reads to
+# one synchronous update, 2,000 queries) on ext4 on a memory-backed bx,
+# 50 us +/- the spread, both shapes, menu, every peer as an A/A pair,
+# BENCH_LAT_REPS times. Each run makes the device, the file system and
+# the table again, drops the page cache and then times the mix alone:
+# most reads reach the device, every update flushes. No readahead, so a
+# read is one page. Prints the rate, p50/p99/max of every query, the
+# reads' and the updates' p99 (us), and where the CPUs' time went.
+bench_db() {
+	device_deep_off
+	echo menu >$CPUIDLE/current_governor
+	BX_EXTRA="memory_backed=1 size=256"
+	mkdir -p /mnt/db
+	for shape in local cross; do
+		measure "benchpoint kernel=$MODE shape=$shape gov=menu db=sqlite uptime=$(cut -d' ' -f1 /proc/uptime)"
+		pair_runs "$BENCH_LAT_REPS" 50 "$BENCH_SPREAD" "$shape" db_run $(bench_cfgs $shape)
+	done
+	BX_EXTRA=
+}
+db_run() {
+	echo 0 >/sys/block/$BX/queue/read_ahead_kb
+	# e2fsprogs' (run copies it), not busybox's, which has no ext4
+	/usr/bin/mke2fs -q -t ext4 -F /dev/$BX >/dev/null || {
+		fail "bench-db-mkfs $cfg"
+		return
+	}
+	mount -t ext4 /dev/$BX /mnt/db || {
+		fail "bench-db-mount $cfg"
+		return
+	}
+	db-bench load /mnt/db/kv.db 20000 || fail "bench-db-load $cfg"
+	sync
+	echo 3 >/proc/sys/vm/drop_caches
+	idle-watch snap >/tmp/pre
+	r=$(taskset -c "$SUB_CPU" db-bench run /mnt/db/kv.db 20000 2000)
+	idle-watch snap >/tmp/post
+	umount /mnt/db
+	if [ -n "$r" ]; then
+		measure "db kernel=$MODE idle=$IDLE dev=$BENCH_DEV shape=$shape gov=menu cus=50 spread=$BENCH_SPREAD cfg=$cfg aa=$aa rep=$rep" \
+			"$r$(cpu_shares)"
+	else
+		fail "bench-db $shape $cfg"
 	fi
 }
 
@@ -1337,6 +1449,8 @@ bench_cross() {
 				none) continue ;;
 				*f) cus=${cus%f} spread=0 ;;
 				esac
+				# QEMU's null-co has one latency, no spread
+				[ "$BENCH_DEV" = null_blk ] || spread=0
 				measure "benchpoint kernel=$MODE shape=$shape gov=$g cus=$cus spread=$spread uptime=$(cut -d' ' -f1 /proc/uptime)"
 				bench_point $shape $g "$cus" "$spread" $cfgs
 			done
@@ -1943,6 +2057,10 @@ bench_checks() {
 	# blkqos.bench_part=bursts: a guest of its own runs the bursts
 	if grep -q 'blkqos\.bench_part=bursts' /proc/cmdline; then
 		bench_bursts
+		return
+	fi
+	if grep -q 'blkqos\.bench_part=db' /proc/cmdline; then
+		bench_db
 		return
 	fi
 	# blkqos.bench_hotpath=0: a second guest of the same kernel, which

@@ -12,13 +12,14 @@
  *
  *   cpuN_pct=<halted in the deepest state>
  *   cpuN_spin_pct=<paying the deepest state's exit latency>
- *   cpuN_c1_pct=<in state 1>  cpuN_poll_pct=<polling, state 0>
+ *   cpuN_c1_pct=<in the states between POLL and the deepest (C1, C1E)>
+ *   cpuN_poll_pct=<polling, state 0>
  *   cpuN_first_us=<last I/O -> CPU N's first deep entry, -1 if none>
  *
  *   idle-watch snap
  *
  * prints one reading per CPU, one line each:
- * "<poll us> <C1 us> <deep us> <deep entries> <deep exit latency us>
+ * "<poll us> <C1 and C1E us> <deep us> <deep entries> <deep exit latency us>
  *  <CLOCK_MONOTONIC ns>"; two snaps give the same shares for the time
  * between them (the latency runs' "while fio ran").
  *
@@ -78,18 +79,19 @@
 #include <unistd.h>
 
 #define MAX_CPUS 8
-#define NR_STATES 3
-#define DEEP (NR_STATES - 1)
+#define MAX_STATES 4	/* POLL, C1, an intermediate state, the deepest */
 #define FIRST_DEEP "/sys/kernel/debug/blkqos_test/first_deep"
 
 struct cpu_files {
-	int time[NR_STATES];
+	int time[MAX_STATES];
+	int nr_states;
 	int usage;		/* of the deep state */
 	long long exit_us;	/* of the deep state */
 };
 
+/* times of POLL, of the states between POLL and the deepest, the deepest */
 struct reading {
-	long long time_us[NR_STATES];
+	long long time_us[3];
 	long long entries;
 	long long when_ns;
 };
@@ -143,13 +145,16 @@ static int open_cpus(struct cpu_files *files)
 	int cpu, s, fd;
 
 	for (cpu = 0; cpu < MAX_CPUS; cpu++) {
-		for (s = 0; s < NR_STATES; s++) {
+		for (s = 0; s < MAX_STATES; s++) {
 			files[cpu].time[s] = open_attr(cpu, s, "time");
 			if (files[cpu].time[s] < 0)
-				return cpu;
+				break;
 		}
-		files[cpu].usage = open_attr(cpu, DEEP, "usage");
-		fd = open_attr(cpu, DEEP, "latency");
+		files[cpu].nr_states = s;
+		if (s < 3)
+			return cpu;
+		files[cpu].usage = open_attr(cpu, s - 1, "usage");
+		fd = open_attr(cpu, s - 1, "latency");
 		if (files[cpu].usage < 0 || fd < 0)
 			return cpu;
 		files[cpu].exit_us = read_num(fd);
@@ -182,8 +187,17 @@ static void read_awake(int cpu, const struct cpu_files *f, struct reading *r)
 	int s;
 
 	pin(cpu);
-	for (s = 0; s < NR_STATES; s++)
-		r->time_us[s] = read_num(f->time[s]);
+	r->time_us[1] = 0;
+	for (s = 0; s < f->nr_states; s++) {
+		long long us = read_num(f->time[s]);
+
+		if (s == 0)
+			r->time_us[0] = us;
+		else if (s == f->nr_states - 1)
+			r->time_us[2] = us;
+		else
+			r->time_us[1] += us;
+	}
 	r->entries = read_num(f->usage);
 	r->when_ns = now_ns();
 }
@@ -201,7 +215,7 @@ static int snap(void)
 	for (cpu = 0; cpu < ncpu; cpu++) {
 		read_awake(cpu, &files[cpu], &r);
 		printf("%lld %lld %lld %lld %lld %lld\n", r.time_us[0],
-		       r.time_us[1], r.time_us[DEEP], r.entries,
+		       r.time_us[1], r.time_us[2], r.entries,
 		       files[cpu].exit_us, r.when_ns);
 	}
 	return 0;
@@ -472,7 +486,7 @@ int main(int argc, char **argv)
 		double pct = 100000.0 / (b[cpu].when_ns - a[cpu].when_ns);
 		long long spin = files[cpu].exit_us *
 				 (b[cpu].entries - a[cpu].entries);
-		long long deep = b[cpu].time_us[DEEP] - a[cpu].time_us[DEEP];
+		long long deep = b[cpu].time_us[2] - a[cpu].time_us[2];
 
 		printf("%scpu%d_pct=%.1f cpu%d_spin_pct=%.1f cpu%d_c1_pct=%.1f"
 		       " cpu%d_poll_pct=%.1f cpu%d_first_us=%lld",
