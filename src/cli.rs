@@ -210,7 +210,8 @@ pub enum Command {
         #[arg(default_value = DEFAULT_PROFILE)]
         profile: PathBuf,
         /// Write FILE atomically (mode 0644) instead of printing: a
-        /// temporary beside it, renamed over it; no link may be in the path
+        /// temporary beside it, renamed over it; no link may be in the
+        /// path, and only a regular file is replaced; "-" prints
         #[arg(long, value_name = "FILE")]
         output: Option<PathBuf>,
         #[command(flatten)]

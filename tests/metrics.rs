@@ -7,7 +7,7 @@ use blkqos::abi::Abi;
 use common::{Env, NVME_AUTO, Run, is_root};
 use std::collections::BTreeMap;
 use std::fs;
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
 
 /// Every sample: `name{labels}` -> value; and every family's TYPE.
@@ -428,6 +428,48 @@ fn output_into_a_world_writable_directory_without_sticky_bit_is_refused() {
         dir.join("blkqos.prom").to_str().unwrap(),
     ]);
     assert_eq!(r.code, 0, "{}", r.stderr);
+}
+
+/// The attack's finding: a FIFO, a symbolic link or a device node at FILE
+/// became a regular file. Only a regular file is replaced; "-" is stdout.
+#[test]
+fn output_replaces_only_a_regular_file_and_dash_is_stdout() {
+    let env = Env::zoo(Abi::Queue);
+    let dir = env.work.join("textfile");
+    fs::create_dir(&dir).unwrap();
+    let fifo = dir.join("fifo.prom");
+    let st = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let link = dir.join("link.prom");
+    std::os::unix::fs::symlink("/dev/null", &link).unwrap();
+    for (path, kind) in [(&fifo, "FIFO"), (&link, "symbolic link")] {
+        let r = env.run(&[
+            "metrics",
+            "/nonexistent.toml",
+            "--output",
+            path.to_str().unwrap(),
+        ]);
+        assert_eq!(r.code, 1, "{kind} replaced: {}", r.stderr);
+        r.assert_stderr_has(kind);
+        r.assert_stderr_has("not a regular file");
+    }
+    let t = fs::symlink_metadata(&fifo).unwrap().file_type();
+    assert!(t.is_fifo(), "the FIFO is still one");
+    assert!(
+        fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    assert_eq!(fs::read_dir(&dir).unwrap().count(), 2, "no temporary left");
+
+    let r = env.run(&["metrics", "/nonexistent.toml", "--output", "-"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    parse(&r.stdout);
+    assert!(r.stdout.contains("blkqos_cpu_lease_held{cpu=\"0\"} 0\n"));
 }
 
 #[test]

@@ -35,6 +35,7 @@ pub fn metrics(
 ) -> Result<u8, Error> {
     let text = collect(ctx, profile)?;
     match output {
+        Some(path) if path.as_os_str() == "-" => out.push_str(&text),
         Some(path) => write_textfile(path, &text).map_err(|source| Error::Output {
             path: path.to_path_buf(),
             source,
@@ -452,6 +453,7 @@ pub fn write_textfile(path: &Path, text: &str) -> io::Result<()> {
         _ => Path::new("."),
     })?;
     let name = cstring(name)?;
+    refuse_other_than_a_file(&dir, &name)?;
     let (tmp, file) = create_temporary(&dir, name.as_bytes())?;
     let written = (|| {
         let mut file = file;
@@ -480,6 +482,46 @@ pub fn write_textfile(path: &Path, text: &str) -> io::Result<()> {
         unsafe { libc::unlinkat(dir.as_raw_fd(), tmp.as_ptr(), 0) };
     }
     written
+}
+
+/// Only a regular file at `name` (or nothing) is replaced: the rename would
+/// turn a FIFO, a device node, a socket or a symbolic link (`--output
+/// /dev/stdout`) into a regular file. The directory is one no one else
+/// may write to (open_dir), so what is checked here is what is replaced.
+fn refuse_other_than_a_file(dir: &OwnedFd, name: &CStr) -> io::Result<()> {
+    let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
+    // SAFETY: `name` is NUL-terminated, `dir` open, `st` large enough.
+    let r = unsafe {
+        libc::fstatat(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            st.as_mut_ptr(),
+            libc::AT_SYMLINK_NOFOLLOW,
+        )
+    };
+    if r != 0 {
+        let e = io::Error::last_os_error();
+        return match e.kind() {
+            io::ErrorKind::NotFound => Ok(()),
+            _ => Err(e),
+        };
+    }
+    // SAFETY: fstatat succeeded, so it filled `st`.
+    let kind = match unsafe { st.assume_init() }.st_mode & libc::S_IFMT {
+        libc::S_IFREG => return Ok(()),
+        libc::S_IFLNK => "a symbolic link",
+        libc::S_IFIFO => "a FIFO",
+        libc::S_IFCHR | libc::S_IFBLK => "a device node",
+        libc::S_IFSOCK => "a socket",
+        libc::S_IFDIR => "a directory",
+        _ => "something",
+    };
+    Err(io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!(
+            "it is {kind}, not a regular file: refusing to replace it (\"-\" writes to stdout)"
+        ),
+    ))
 }
 
 fn cstring(name: &std::ffi::OsStr) -> io::Result<CString> {
