@@ -252,6 +252,43 @@ cpu_lat_limit_us = "auto"
     );
 }
 
+/// The udev rule runs remove with no profile installed ("putting back what
+/// was saved needs no profile"): what the removed disk alone held goes
+/// back, from the state only; what another tuned disk shares stays.
+#[test]
+fn remove_without_a_profile_puts_back_what_the_disk_alone_held() {
+    let env = Env::zoo(Abi::Queue);
+    let p = env.profile(
+        "p.toml",
+        r#"
+[[rule]]
+name = "raid"
+match = { name = "md*" }
+cpu_lat_limit_us = 2
+"#,
+    );
+    let dp = devpath(&env, "md0");
+    assert_eq!(udev(&env, "add", &dp, &p).code, 0);
+    assert_eq!(limit(&env, "nvme2n1"), "2");
+    std::fs::remove_file(&p).unwrap();
+    env.fx.remove_disk("md0");
+    let r = udev(&env, "remove", &dp, &p);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    r.assert_stderr_has("no profile");
+    assert_eq!(limit(&env, "nvme2n1"), "-1");
+    assert_eq!(limit(&env, "nvme3n1"), "-1");
+    let state = env.state_json();
+    assert!(state["saved"].as_object().unwrap().is_empty(), "{state}");
+    assert!(state["rules"].get("md0").is_none(), "{state}");
+    // a disk blkqos never tuned: nothing to put back, no error
+    let dp = devpath(&env, "nvme0n1");
+    env.fx.remove_disk("nvme0n1");
+    let before = std::fs::read(env.state.join("state.json")).unwrap();
+    let r = udev(&env, "remove", &dp, &p);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(std::fs::read(env.state.join("state.json")).unwrap(), before);
+}
+
 /// A remove is planned with the profile too: a bad one is refused and
 /// changes nothing, the saved originals included.
 #[test]

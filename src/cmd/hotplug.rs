@@ -36,6 +36,9 @@ pub fn udev(
             removed: Some(name.clone()),
         },
     };
+    if event.action == Action::Remove && !profile.exists() {
+        return remove_without_profile(ctx, name, profile);
+    }
     let result = Profile::load_trusted(profile)
         .map_err(Error::from)
         .and_then(|p| {
@@ -56,6 +59,38 @@ pub fn udev(
         }
         Err(e) => {
             log::error!("{name}: {} failed: {e}", event.action.as_str());
+            Ok(e.exit_code())
+        }
+    }
+}
+
+/// A remove with no profile installed (the udev rule runs remove without
+/// one): what the removed disk alone held goes back from the state, as
+/// `restore` of that disk would; what a disk still tuned shares stays as
+/// it is, since without the profile what that disk wants is unknown. A
+/// profile that is there but bad is refused instead (nothing changes).
+fn remove_without_profile(ctx: &Ctx, name: &str, profile: &Path) -> Result<u8, Error> {
+    log::info!(
+        "{name}: removed; no profile at {}: putting back what it alone held",
+        profile.display()
+    );
+    let job = Job::Restore {
+        scope: Scope::devices(&[name.to_string()]),
+        forget_missing: false,
+    };
+    match ctx.engine().run(&job) {
+        Ok(done) => {
+            log_removal(name, &done);
+            for w in &done.plan.warnings {
+                log::warn!("{w}");
+            }
+            Ok(0)
+        }
+        // never tuned: nothing saved for it
+        Err(f) if matches!(f.error, Error::Plan(PlanError::Unknown(_))) => Ok(0),
+        Err(f) => {
+            let e = f.error.for_command("udev");
+            log::error!("{name}: remove failed: {e}");
             Ok(e.exit_code())
         }
     }
