@@ -191,8 +191,14 @@ impl StateDir {
                 Err(fs::TryLockError::Error(e)) => return Err(io_err(&lock_path)(e)),
             }
         }
-        // Name this run as the holder for the runs that wait for it.
-        let pid = format!("{}\n", std::process::id());
+        // Name this run as the holder for the runs that wait for it: its
+        // pid and start time, so that a pid reused by another process once
+        // this run has ended names no one.
+        let me = std::process::id();
+        let pid = match start_time(me) {
+            Some(t) => format!("{me} {t}\n"),
+            None => format!("{me}\n"),
+        };
         lock.set_len(0)
             .and_then(|()| lock.write_all_at(pid.as_bytes(), 0))
             .map_err(io_err(&lock_path))?;
@@ -490,18 +496,26 @@ fn wait_for_lock(lock: &File, path: &Path, timeout: Duration) -> Result<(), Stat
 }
 
 /// The pid the holder wrote into the lock file, if it did yet and that
-/// process still exists: a run killed while holding the lock leaves its
-/// pid behind, and the lock is then held by a run that has not written
-/// its own yet (or by something else), which a stale pid would misname.
+/// process, started when it says, still runs. Every run leaves its pid
+/// behind, and the lock is then held by a run that has not written its
+/// own yet (or by something else): the pid alone, reused by an unrelated
+/// process, would name that one.
 fn holder_pid(lock: &File) -> Option<u32> {
-    let mut buf = [0u8; 16];
+    let mut buf = [0u8; 48];
     let n = lock.read_at(&mut buf, 0).ok()?;
-    let pid: u32 = std::str::from_utf8(&buf[..n]).ok()?.trim().parse().ok()?;
-    let raw = libc::pid_t::try_from(pid).ok().filter(|&p| p > 0)?;
-    // SAFETY: signal 0 only checks that the process exists; nothing is sent.
-    let alive = unsafe { libc::kill(raw, 0) } == 0
-        || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM);
-    alive.then_some(pid)
+    let mut words = std::str::from_utf8(&buf[..n]).ok()?.split_whitespace();
+    let pid: u32 = words.next()?.parse().ok()?;
+    let started: u64 = words.next()?.parse().ok()?;
+    (pid > 0 && start_time(pid) == Some(started)).then_some(pid)
+}
+
+/// When a process started, in clock ticks after boot (field 22 of
+/// /proc/PID/stat, after the command name, which may hold blanks and
+/// parentheses); None when it does not exist.
+fn start_time(pid: u32) -> Option<u64> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(19)?.parse().ok()
 }
 
 /// Temporary files of runs killed while saving. Only the holder of the

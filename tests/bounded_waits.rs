@@ -43,7 +43,7 @@ fn a_held_lock_makes_apply_restore_and_udev_give_up_naming_the_holder() {
     lock.lock().unwrap();
     lock.set_len(0).unwrap();
     let holder = std::process::id();
-    writeln!(lock, "{holder}").unwrap();
+    writeln!(lock, "{holder} {}", start_time(holder)).unwrap();
     let devpath = format!("/{}", env.fx.dir_of("nvme0n1"));
     // a remove is acted on once its disk has gone
     let gone = format!("/{}", env.fx.dir_of("nvme1n1"));
@@ -94,10 +94,20 @@ fn the_lock_file_names_the_run_holding_it() {
     c.args(["apply", p.to_str().unwrap()]);
     let child = c.spawn().unwrap();
     let pid = child.id();
+    // running or a zombie until waited for: /proc still has it
+    let started = start_time(pid);
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success());
     let text = fs::read_to_string(env.state.join("lock")).unwrap();
-    assert_eq!(text.trim(), pid.to_string());
+    let words: Vec<&str> = text.split_whitespace().collect();
+    assert_eq!(words, [pid.to_string(), started], "{text:?}");
+}
+
+/// A process's start time as /proc/PID/stat gives it (field 22).
+fn start_time(pid: u32) -> String {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let rest = &stat[stat.rfind(')').map_or(0, |i| i + 1)..];
+    rest.split_whitespace().nth(19).unwrap_or("0").to_string()
 }
 
 #[test]
@@ -154,6 +164,45 @@ fn a_fifo_as_profile_lock_or_state_file_is_refused_not_waited_on() {
     let r = run(&["verify", good.to_str().unwrap()]);
     assert_eq!(r.code, 2, "verify could not check: {}", r.stderr);
     r.assert_stderr_has("state.json: not a regular file");
+}
+
+/// The attack's finding: a finished run leaves its pid in the lock file;
+/// once an unrelated process has that pid, a run waiting for the next
+/// holder named it. The file names a run by pid and start time.
+#[test]
+fn a_pid_reused_by_another_process_is_not_named_as_the_holder() {
+    let env = Env::zoo(Abi::Queue);
+    let p = env.profile("p.toml", NVME_AUTO);
+    let p = p.to_str().unwrap();
+    assert_eq!(env.run(&["apply", p]).code, 0);
+    let text = fs::read_to_string(env.state.join("lock")).unwrap();
+    let words: Vec<&str> = text.split_whitespace().collect();
+    assert_eq!(words.len(), 2, "pid and start time: {text:?}");
+    // what that run left, its pid now an unrelated live process's
+    let mut other = std::process::Command::new("sleep")
+        .arg("30")
+        .spawn()
+        .unwrap();
+    let mut lock = fs::OpenOptions::new()
+        .write(true)
+        .open(env.state.join("lock"))
+        .unwrap();
+    lock.lock().unwrap();
+    lock.set_len(0).unwrap();
+    writeln!(lock, "{} {}", other.id(), words[1]).unwrap();
+    let mut c = env.cmd();
+    c.env("BLKQOS_LOCK_TIMEOUT", "0.5").args(["apply", p]);
+    let r = run_within(c, Duration::from_secs(15)).expect("gave up in time");
+    other.kill().unwrap();
+    other.wait().unwrap();
+    assert_eq!(r.code, EXIT_BUSY, "{}", r.stderr);
+    assert!(
+        !r.stderr.contains(&format!("pid {}", other.id())),
+        "an unrelated process is named: {}",
+        r.stderr
+    );
+    r.assert_stderr_has("another blkqos run (pid unknown) still holds");
+    drop(lock);
 }
 
 #[test]
