@@ -148,7 +148,30 @@ impl Profile {
         let drop_ins = (drop_ins(path)?.iter())
             .map(|d| Part::read(d, open(d)?))
             .collect::<Result<_, _>>()?;
-        Profile::merge(first, drop_ins)
+        let profile = Profile::merge(first, drop_ins)?;
+        for note in profile.notes() {
+            log::warn!("{note}");
+        }
+        Ok(profile)
+    }
+
+    /// What in a valid profile does nothing: a rule's timeout where
+    /// neither it nor `[defaults]` sets a limit (or the limit is off).
+    pub fn notes(&self) -> Vec<String> {
+        (self.rules.iter())
+            .filter(|r| r.settings.timeout_ms.is_some())
+            .filter(|r| matches!(self.effective(r).limit, None | Some(Limit::Off)))
+            .map(|r| {
+                let o = &r.origin;
+                format!(
+                    "{}:{}:{}: rule {:?}: cpu_lat_timeout_ms does nothing: neither the rule nor [defaults] sets cpu_lat_limit_us (a timeout is how long a limit outlives the last I/O)",
+                    o.file.display(),
+                    o.line,
+                    o.column,
+                    r.name
+                )
+            })
+            .collect()
     }
 
     /// One profile file, without drop-ins.
@@ -503,9 +526,33 @@ fn rule(r: RawRule, origin: Origin) -> Result<Rule, Fail> {
                 format!("set {attr} in the rule itself, not in [rule.queue]"),
             ));
         }
+        // As the kernel takes it: a queue attribute parses an unsigned
+        // number, or -1 where it has a default to go back to
+        // (wbt_lat_usec, io_poll_delay), or a word (scheduler); blanks
+        // around it or a control character fail at every apply.
         let text = match value.get_ref() {
-            Value::Integer(i) => i.to_string(),
-            Value::String(s) if !s.is_empty() && !s.contains('\n') => s.clone(),
+            Value::Integer(i) if *i >= -1 => i.to_string(),
+            Value::Integer(i) => {
+                return Err((
+                    value.span(),
+                    format!(
+                        "queue.{attr}: {i} is below -1; expected a number the kernel takes (0 or more, or -1 for its default)"
+                    ),
+                ));
+            }
+            Value::String(s)
+                if !s.is_empty() && s.trim() == s && !s.chars().any(char::is_control) =>
+            {
+                s.clone()
+            }
+            Value::String(s) if !s.is_empty() && !s.contains('\n') => {
+                return Err((
+                    value.span(),
+                    format!(
+                        "queue.{attr}: {s:?} has blanks around it or a control character; expected the value as the kernel prints it"
+                    ),
+                ));
+            }
             other => {
                 return Err((
                     value.span(),

@@ -272,6 +272,30 @@ fn an_invalid_profile_exits_2_and_writes_nothing() {
     assert_eq!(env.run(&["check", good.to_str().unwrap()]).code, 0);
 }
 
+/// A rule that sets a timeout and no limit, with none in [defaults],
+/// does nothing: check and apply say so (a warning with its position).
+#[test]
+fn a_timeout_without_any_limit_is_reported() {
+    let env = Env::zoo(Abi::Queue);
+    let p = env.profile(
+        "p.toml",
+        "[[rule]]\nname = \"nvme\"\nmatch = { transport = \"nvme\" }\ncpu_lat_timeout_ms = 5\n",
+    );
+    for args in [vec!["check"], vec!["apply", "--dry-run"]] {
+        let mut a = args.clone();
+        a.push(p.to_str().unwrap());
+        let r = env.run(&a);
+        assert_eq!(r.code, 0, "{a:?}: {}", r.stderr);
+        r.assert_stderr_has("p.toml:2:8: rule \"nvme\": cpu_lat_timeout_ms does nothing");
+    }
+    let with_default = env.profile(
+        "q.toml",
+        "[defaults]\ncpu_lat_limit_us = 10\n[[rule]]\nname = \"nvme\"\ncpu_lat_timeout_ms = 5\n",
+    );
+    let r = env.run(&["check", with_default.to_str().unwrap()]);
+    assert!(!r.stderr.contains("does nothing"), "{}", r.stderr);
+}
+
 #[test]
 fn usage_errors_exit_2() {
     let env = Env::zoo(Abi::Queue);

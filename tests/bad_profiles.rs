@@ -132,6 +132,19 @@ fn corpus() -> Vec<(String, Vec<u8>)> {
         "queue value is multi-line",
         format!("{RULE}[rule.queue]\nscheduler = \"none\\nmq\"\n"),
     );
+    // values the kernel refuses at every apply (the attack's finding)
+    add(
+        "queue value with a NUL",
+        format!("{RULE}[rule.queue]\nscheduler = \"none\\u0000\"\n"),
+    );
+    add(
+        "queue value with blanks around it",
+        format!("{RULE}[rule.queue]\nread_ahead_kb = \"  128  \"\n"),
+    );
+    add(
+        "queue value below -1",
+        format!("{RULE}[rule.queue]\nread_ahead_kb = -5\n"),
+    );
     add(
         "transport unknown",
         format!("{RULE}match = {{ transport = \"fibre\" }}\n"),
