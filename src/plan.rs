@@ -120,6 +120,9 @@ pub struct Plan {
     pub rules: BTreeMap<String, Option<String>>,
     /// Every saved rule is dropped (restore of everything).
     pub forget_all_rules: bool,
+    /// Saved entries left out as untrustworthy (restore cannot put them
+    /// back: a partial restore).
+    pub distrusted: usize,
 }
 
 /// What a plan covers.
@@ -456,6 +459,16 @@ pub fn build(profile: &Profile, snap: &Snapshot, scope: &Scope) -> Result<Plan, 
         if same_value(&path, &current, &want.value) {
             continue;
         }
+        // What could not be saved as read could not be put back: the state's
+        // own check (that of every read) decides, so what is saved reads back.
+        if !snap.state.saved.contains_key(&path)
+            && let Err(why) = crate::state::check_entry(&path, &current, &want.contributors)
+        {
+            warnings.push(format!(
+                "{path}: left alone: what it holds now could not be saved to put back ({why})"
+            ));
+            continue;
+        }
         let change = Change {
             path,
             before: current,
@@ -473,7 +486,10 @@ pub fn build(profile: &Profile, snap: &Snapshot, scope: &Scope) -> Result<Plan, 
     if let Some(s) = &in_scope {
         devices.retain(|d| s.contains(&d.name) || !d.changes.is_empty());
     }
+    // a name the state could not read back is not saved (its changes
+    // were left alone above)
     let rules = (devices.iter())
+        .filter(|d| crate::uevent::is_kernel_name(&d.name))
         .map(|d| (d.name.clone(), d.rule.clone()))
         .collect();
     Ok(Plan {
@@ -483,6 +499,7 @@ pub fn build(profile: &Profile, snap: &Snapshot, scope: &Scope) -> Result<Plan, 
         disown: scope.removed.iter().cloned().collect(),
         rules,
         forget_all_rules: false,
+        distrusted: snap.state.distrusted,
     })
 }
 
@@ -595,7 +612,10 @@ pub fn restore(snap: &Snapshot, scope: &Scope, forget_missing: bool) -> Result<P
         }
         s
     });
-    let mut plan = Plan::default();
+    let mut plan = Plan {
+        distrusted: state.distrusted,
+        ..Plan::default()
+    };
     let mut by_owner: BTreeMap<String, Vec<Change>> = BTreeMap::new();
     for (path, saved) in &state.saved {
         if let Some(s) = &in_scope {

@@ -98,6 +98,13 @@ impl Style {
 
 /// A left-aligned text table; the header is bold.
 pub fn table(style: Style, header: &[&str], rows: &[Vec<String>]) -> String {
+    // Every cell escaped here, once for every command: a disk's name (an
+    // md array's, a virtual disk's) is its creator's choice. Escaping is
+    // idempotent, so a cell escaped already is left as it is.
+    let rows: Vec<Vec<String>> = (rows.iter())
+        .map(|r| r.iter().map(|c| escape_control(c).into_owned()).collect())
+        .collect();
+    let rows = &rows;
     let mut width: Vec<usize> = header.iter().map(|h| h.len()).collect();
     for r in rows {
         for (i, c) in r.iter().enumerate() {

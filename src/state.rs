@@ -11,7 +11,7 @@
 //! or waiting on a FIFO, and a state file may only name the attributes
 //! blkqos writes, with values the kernel could have reported for them.
 
-use crate::abi::knobs::{LIMIT_MAX_US, TIMEOUT_MAX_MS, TIMEOUT_MIN_MS};
+use crate::abi::knobs::{LIMIT_MAX_US, TIMEOUT_MAX_MS};
 use crate::profile::is_queue_attr_name;
 use crate::trust;
 use crate::uevent::is_kernel_name;
@@ -56,6 +56,10 @@ pub struct State {
     /// CPU attribute path -> what `blkqos lease` puts back there.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub leases: BTreeMap<String, LeaseSaved>,
+    /// Entries of the file read that could not be trusted and were left
+    /// out (each said in a warning); the next save drops them.
+    #[serde(skip)]
+    pub distrusted: usize,
 }
 
 /// A CPU a user-space lease may hold: its original, and the limits its
@@ -74,6 +78,7 @@ impl Default for State {
             saved: BTreeMap::new(),
             rules: BTreeMap::new(),
             leases: BTreeMap::new(),
+            distrusted: 0,
         }
     }
 }
@@ -84,6 +89,8 @@ pub enum StateError {
     Io { path: PathBuf, source: io::Error },
     #[error("{}: corrupt state file ({reason}); move it away to start over", path.display())]
     Corrupt { path: PathBuf, reason: String },
+    #[error("{}: {count} untrusted saved entr{} left out (said above): what {} cannot be checked", path.display(), if *count == 1 { "y" } else { "ies" }, if *count == 1 { "it holds" } else { "they hold" })]
+    Distrusted { path: PathBuf, count: usize },
     #[error("{}: refusing the state directory: it is {why}; expected a directory only its owner, this user, can change", path.display())]
     Untrusted { path: PathBuf, why: String },
     #[error("{}: {size} bytes, larger than 16 MiB; expected the state blkqos saved (a few MiB for 10000 disks); move it away to start over", path.display())]
@@ -102,6 +109,7 @@ impl StateError {
         match self {
             StateError::Io { path, .. }
             | StateError::Corrupt { path, .. }
+            | StateError::Distrusted { path, .. }
             | StateError::Untrusted { path, .. }
             | StateError::TooLarge { path, .. }
             | StateError::Busy { path, .. } => path,
@@ -366,7 +374,14 @@ fn read_state(path: &Path) -> Result<State, StateError> {
     if state.schema != SCHEMA {
         return Err(corrupt(format!("schema {} is not {SCHEMA}", state.schema)));
     }
-    check(&state).map_err(corrupt)?;
+    let mut state = state;
+    for why in prune(&mut state) {
+        log::warn!(
+            "{}: {why}: that entry is left out (the others are used)",
+            path.display()
+        );
+        state.distrusted += 1;
+    }
     Ok(state)
 }
 
@@ -374,30 +389,54 @@ fn read_state(path: &Path) -> Result<State, StateError> {
 /// disk (either layout), its other queue attributes and the per-CPU resume
 /// latency, each with a value the kernel could have reported for it. A
 /// forged file could otherwise make `restore` write anything in sysfs.
-fn check(state: &State) -> Result<(), String> {
-    for (path, saved) in &state.saved {
-        check_saved(path, &saved.original)?;
-        if let Some(bad) = saved.owners.iter().find(|o| !is_kernel_name(o)) {
-            return Err(format!(
-                "{path:?} is owned by {bad:?}; expected block device names"
-            ));
+/// Each entry is checked on its own: one that fails is taken out (and
+/// said why), the others kept. The planner checks what it would save with
+/// the same rules ([`check_entry`]), so what apply saves reads back.
+fn prune(state: &mut State) -> Vec<String> {
+    let mut out = Vec::new();
+    state.saved.retain(|path, saved| {
+        let ok = check_entry(path, &saved.original, &saved.owners);
+        ok.map_err(|e| out.push(e)).is_ok()
+    });
+    state.leases.retain(|path, l| {
+        let ok = check_saved(path, &l.original).and_then(|()| {
+            if !path.starts_with("devices/system/cpu/") {
+                return Err(format!(
+                    "a lease names {path:?}; expected devices/system/cpu/cpuN/power/pm_qos_resume_latency_us"
+                ));
+            }
+            match l.limits.iter().find(|&&v| v > LIMIT_MAX_US) {
+                Some(bad) => Err(format!(
+                    "{path}: lease limit {bad}; expected at most {LIMIT_MAX_US}"
+                )),
+                None => Ok(()),
+            }
+        });
+        ok.map_err(|e| out.push(e)).is_ok()
+    });
+    state.rules.retain(|d, _| {
+        let ok = is_kernel_name(d);
+        if !ok {
+            out.push(format!("a rule owns {d:?}; expected block device names"));
         }
-    }
-    for (path, l) in &state.leases {
-        check_saved(path, &l.original)?;
-        if !path.starts_with("devices/system/cpu/") {
-            return Err(format!(
-                "a lease names {path:?}; expected devices/system/cpu/cpuN/power/pm_qos_resume_latency_us"
-            ));
-        }
-        if let Some(bad) = l.limits.iter().find(|&&v| v > LIMIT_MAX_US) {
-            return Err(format!(
-                "{path}: lease limit {bad}; expected at most {LIMIT_MAX_US}"
-            ));
-        }
-    }
-    match state.rules.keys().find(|d| !is_kernel_name(d)) {
-        Some(bad) => Err(format!("a rule owns {bad:?}; expected block device names")),
+        ok
+    });
+    out
+}
+
+/// Whether a saved original for `path`, held for `owners`, is one the
+/// state may keep: the check of every entry read, and of every entry the
+/// planner would save.
+pub fn check_entry(
+    path: &str,
+    original: &str,
+    owners: &std::collections::BTreeSet<String>,
+) -> Result<(), String> {
+    check_saved(path, original)?;
+    match owners.iter().find(|o| !is_kernel_name(o)) {
+        Some(bad) => Err(format!(
+            "{path:?} is owned by {bad:?}; expected block device names"
+        )),
         None => Ok(()),
     }
 }
@@ -419,9 +458,10 @@ fn check_saved(path: &str, value: &str) -> Result<(), String> {
         ["block", disk, knob] | ["block", disk, "queue", knob]
             if is_kernel_name(disk) && *knob == "cpu_lat_timeout_ms" =>
         {
+            // 0 is no timeout blkqos writes, but a kernel may report it
             (
-                int_in(TIMEOUT_MIN_MS as i64..=TIMEOUT_MAX_MS as i64),
-                format!("an integer from {TIMEOUT_MIN_MS} to {TIMEOUT_MAX_MS}"),
+                int_in(0..=TIMEOUT_MAX_MS as i64),
+                format!("an integer from 0 to {TIMEOUT_MAX_MS}"),
             )
         }
         ["block", disk, "queue", attr] if is_kernel_name(disk) && is_queue_attr_name(attr) => (

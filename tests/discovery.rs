@@ -292,6 +292,48 @@ fn hardware_strings_are_printed_with_control_characters_escaped() {
     assert!(ex.contains(r"serial S1\nforged line"), "{ex}");
 }
 
+/// A disk's name is the kernel's, but an md array's or a virtual disk's
+/// can carry what its creator chose: every command prints it escaped.
+#[test]
+fn disk_names_are_printed_with_control_characters_escaped() {
+    let evil = "vd\x1b]0;pwned\x07\x1b[2J";
+    let env = Env::with(|root| {
+        let mut f = common::fixture::Fixture::new(root, 2, Abi::Queue);
+        f.virtio(evil, 0);
+        f
+    });
+    let p = env.profile(
+        "p.toml",
+        "[[rule]]\nname = \"all\"\nmatch = { name = \"vd*\" }\ncpu_lat_limit_us = 10\n",
+    );
+    let p = p.to_str().unwrap();
+    for args in [
+        vec!["list"],
+        vec!["apply", p, "--dry-run"],
+        vec!["apply", p],
+        vec!["status"],
+        vec!["verify", p],
+        vec!["restore", "--dry-run"],
+        vec!["restore"],
+    ] {
+        let r = env.run(&args);
+        assert_eq!(r.code, 0, "{args:?}: {}", r.stderr);
+        for (what, text) in [("stdout", &r.stdout), ("stderr", &r.stderr)] {
+            assert!(
+                !text.contains(['\x1b', '\x07']),
+                "{args:?}: raw control characters in {what}: {text:?}"
+            );
+        }
+        assert!(
+            r.stdout.contains(r"vd\x1b]0;pwned\x07\x1b[2J")
+                || ["verify", "restore"].contains(&args[0]),
+            "{args:?}: {} / {}",
+            r.stdout,
+            r.stderr
+        );
+    }
+}
+
 /// The planner reads nothing but its snapshot: with the tree gone after
 /// the snapshot, the plan is the same.
 #[test]

@@ -142,7 +142,7 @@ fn a_forged_state_file_cannot_make_restore_write_what_blkqos_does_not_manage() {
         ),
         (LIMIT, "100001", "expected"),
         (LIMIT, "fast", "expected"),
-        ("block/nvme0n1/queue/cpu_lat_timeout_ms", "0", "expected"),
+        ("block/nvme0n1/queue/cpu_lat_timeout_ms", "-1", "expected"),
         (resume, "-5", "expected"),
         (
             "block/nvme0n1/queue/scheduler",
@@ -150,8 +150,9 @@ fn a_forged_state_file_cannot_make_restore_write_what_blkqos_does_not_manage() {
             "expected",
         ),
     ] {
-        fs::write(env.state.join("state.json"), forged(path, original)).unwrap();
         for args in [&["restore"][..], &["restore", "--dry-run"]] {
+            // the run that writes drops what it left out: forged again
+            fs::write(env.state.join("state.json"), forged(path, original)).unwrap();
             let r = env.run(args);
             assert_eq!(r.code, 1, "{path} = {original:?}, {args:?}: {}", r.stderr);
             r.assert_stderr_has("state.json");
@@ -168,6 +169,8 @@ fn a_forged_state_file_cannot_make_restore_write_what_blkqos_does_not_manage() {
         (LIMIT, "auto"),
         (LIMIT, "-1"),
         ("block/nvme0n1/queue/cpu_lat_timeout_ms", "60000"),
+        // no timeout blkqos writes, but one a kernel may report
+        ("block/nvme0n1/queue/cpu_lat_timeout_ms", "0"),
         (resume, "n/a"),
         (resume, "0"),
         ("block/nvme0n1/queue/read_ahead_kb", "256"),
@@ -177,6 +180,42 @@ fn a_forged_state_file_cannot_make_restore_write_what_blkqos_does_not_manage() {
         assert_eq!(r.code, 0, "{path} = {original:?}: {}", r.stderr);
         assert_eq!(env.get(path), original);
     }
+}
+
+/// The attack's finding: apply saved a live value its own reader then
+/// called corrupt (a timeout the kernel reported as 0), after which every
+/// command refused the whole state. What the kernel reports round-trips;
+/// an entry that cannot be trusted costs that entry, never the others.
+#[test]
+fn what_apply_saves_reads_back_and_a_bad_entry_costs_only_itself() {
+    let env = Env::zoo(Abi::Queue);
+    let timeout = "block/nvme0n1/queue/cpu_lat_timeout_ms";
+    env.fx.put(timeout, "0");
+    let p = env.profile(
+        "p.toml",
+        "[[rule]]\nname = \"nvme\"\nmatch = { transport = \"nvme\" }\ncpu_lat_limit_us = 10\ncpu_lat_timeout_ms = 5\n",
+    );
+    let p = p.to_str().unwrap();
+    let r = env.run(&["apply", p]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(env.get(timeout), "5");
+    for args in [&["status"][..], &["verify", p], &["explain", p, "nvme0n1"]] {
+        let r = env.run(args);
+        assert_eq!(r.code, 0, "{args:?}: {}", r.stderr);
+    }
+    // one entry a forger added beside what apply saved
+    let path = env.state.join("state.json");
+    let mut doc: serde_json::Value = serde_json::from_slice(&fs::read(&path).unwrap()).unwrap();
+    doc["saved"]["power/state"] = serde_json::json!({ "original": "mem", "owners": ["nvme0n1"] });
+    fs::write(&path, doc.to_string()).unwrap();
+    let r = env.run(&["status"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    r.assert_stderr_has("power/state");
+    let r = env.run(&["restore"]);
+    assert_eq!(r.code, 1, "one entry left out: {}", r.stderr);
+    r.assert_stderr_has("power/state");
+    assert_eq!(env.get(timeout), "0", "the others put back");
+    assert_eq!(env.get(LIMIT), "-1");
 }
 
 #[test]

@@ -3,7 +3,7 @@
 use super::apply::ChangeOut;
 use super::{Ctx, doc, kernel_names};
 use crate::engine::Job;
-use crate::error::Error;
+use crate::error::{EXIT_FAILED, Error};
 use crate::plan::{Plan, Scope};
 use crate::report::{table, warn_all};
 use serde::Serialize;
@@ -84,7 +84,7 @@ pub fn restore(
             )
             .render(),
         );
-        return Ok(0);
+        return Ok(if plan.distrusted > 0 { EXIT_FAILED } else { 0 });
     }
     let rows: Vec<Vec<String>> = (devices.iter())
         .flat_map(|d| {
@@ -109,5 +109,6 @@ pub fn restore(
         ));
     }
     warn_all(&plan.warnings);
-    Ok(0)
+    // entries of the state left out as untrustworthy were not put back
+    Ok(if plan.distrusted > 0 { EXIT_FAILED } else { 0 })
 }

@@ -215,7 +215,7 @@ pub fn status(ctx: &Ctx, json: bool, out: &mut String) -> Result<u8, Error> {
         let _ = writeln!(
             out,
             "{} rule: {}  cpus: {}  auto: {}",
-            ctx.style.bold(&d.name),
+            ctx.style.bold(&escape_control(&d.name)),
             escape_control(d.rule.as_deref().unwrap_or("-")),
             if d.cpus.is_empty() {
                 "-".into()

@@ -26,6 +26,13 @@ pub fn verify(ctx: &Ctx, profile: &Path, json: bool, out: &mut String) -> Result
         scope: Scope::all(),
     })?;
     let plan = preview.plan;
+    // an entry left out of the state is a value verify cannot judge
+    if plan.distrusted > 0 {
+        return Err(Error::from(crate::state::StateError::Distrusted {
+            path: ctx.state.file(),
+            count: plan.distrusted,
+        }));
+    }
     let ok = plan.is_empty();
     let shown = escape_control(&profile_path.display().to_string()).into_owned();
     if json {
