@@ -40,6 +40,38 @@ fn apply_writes_what_differs_and_a_second_apply_writes_nothing() {
     assert!(change_paths(&again).is_empty());
 }
 
+/// The attack's finding: values going back to their originals belong to
+/// disks no rule matches now, and the table listed those disks as
+/// "untouched" while its footer counted their changes.
+#[test]
+fn the_table_shows_every_change_the_footer_counts() {
+    let env = Env::zoo(Abi::Queue);
+    let a = env.profile("a.toml", NVME_AUTO);
+    assert_eq!(env.run(&["apply", a.to_str().unwrap()]).code, 0);
+    let b = env.profile(
+        "b.toml",
+        "[[rule]]\nname = \"one\"\nmatch = { name = \"nvme0n1\" }\ncpu_lat_limit_us = 10\n",
+    );
+    let json = env
+        .run(&["apply", b.to_str().unwrap(), "--dry-run", "--json"])
+        .json();
+    let n = change_paths(&json).len();
+    assert!(n > 1, "{json}");
+    let human = env.run(&["apply", b.to_str().unwrap(), "--dry-run"]).stdout;
+    assert!(
+        human.contains(&format!("{n} change(s) would be made")),
+        "{human}"
+    );
+    for path in change_paths(&json) {
+        assert!(human.contains(&path), "{path} not in the table: {human}");
+    }
+    let untouched = human
+        .lines()
+        .find(|l| l.contains("untouched"))
+        .unwrap_or("");
+    assert!(!untouched.contains("nvme1n1"), "{human}");
+}
+
 #[test]
 fn dry_run_writes_nothing_and_needs_no_state_dir() {
     let env = Env::zoo(Abi::Queue);

@@ -192,9 +192,14 @@ fn plan_table(style: Style, plan: &Plan) -> String {
     let mut rows = Vec::new();
     let mut untouched = Vec::new();
     for d in &plan.devices {
-        let Some(rule) = d.rule.as_deref() else {
-            untouched.push(d.name.as_str());
-            continue;
+        let rule = match d.rule.as_deref() {
+            Some(rule) => rule,
+            None if d.changes.is_empty() => {
+                untouched.push(d.name.as_str());
+                continue;
+            }
+            // no rule now: what blkqos wrote for it goes back
+            None => "(none: put back)",
         };
         // a profile's strings reach the terminal too
         let rule = escape_control(rule).into_owned();
