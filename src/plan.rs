@@ -123,6 +123,9 @@ pub struct Plan {
     /// Saved entries left out as untrustworthy (restore cannot put them
     /// back: a partial restore).
     pub distrusted: usize,
+    /// Attributes a change was planned for but that could not be read,
+    /// with the error: left alone, the rest planned (a partial run).
+    pub unread: Vec<(String, String)>,
 }
 
 /// What a plan covers.
@@ -430,6 +433,7 @@ pub fn build(profile: &Profile, snap: &Snapshot, scope: &Scope) -> Result<Plan, 
 
     let in_scope = in_scope(inv, scope)?;
     let mut forget = BTreeSet::new();
+    let mut unread = Vec::new();
     for (path, want) in desired {
         if let Some(s) = &in_scope
             && want.contributors.is_disjoint(s)
@@ -446,11 +450,12 @@ pub fn build(profile: &Profile, snap: &Snapshot, scope: &Scope) -> Result<Plan, 
                 }
                 continue;
             }
+            // one attribute a driver will not show costs its own change,
+            // not every disk's
             Reading::Unreadable(e) => {
-                return Err(PlanError::Read {
-                    path,
-                    reason: e.clone(),
-                });
+                warnings.push(format!("{path}: cannot read it ({e}); left alone"));
+                unread.push((path, e.clone()));
+                continue;
             }
         };
         if want.release {
@@ -500,6 +505,7 @@ pub fn build(profile: &Profile, snap: &Snapshot, scope: &Scope) -> Result<Plan, 
         rules,
         forget_all_rules: false,
         distrusted: snap.state.distrusted,
+        unread,
     })
 }
 

@@ -72,6 +72,40 @@ fn the_table_shows_every_change_the_footer_counts() {
     assert!(!untouched.contains("nvme1n1"), "{human}");
 }
 
+/// The attack's finding: one knob that could not be read (EIO, a driver's
+/// fault) made apply write nothing on any disk. The rest is tuned, that
+/// disk's knob reported, and the exit says the run was partial.
+#[test]
+fn an_unreadable_knob_costs_its_disk_only() {
+    let env = Env::zoo(Abi::Queue);
+    let bad = env
+        .fx
+        .root()
+        .join(env.fx.dir_of("nvme1n1"))
+        .join("queue/cpu_lat_limit_us");
+    std::fs::remove_file(&bad).unwrap();
+    std::fs::create_dir(&bad).unwrap();
+    let p = env.profile("p.toml", NVME_AUTO);
+    let p = p.to_str().unwrap();
+    for args in [vec!["apply", p], vec!["coldplug", p]] {
+        let r = env.run(&args);
+        assert_eq!(r.code, 1, "{args:?}: partial: {}", r.stderr);
+        r.assert_stderr_has("block/nvme1n1/queue/cpu_lat_limit_us");
+        assert_eq!(
+            env.get("block/nvme0n1/queue/cpu_lat_limit_us"),
+            "4",
+            "{args:?}"
+        );
+        assert_eq!(
+            env.get("block/nvme2n1/queue/cpu_lat_limit_us"),
+            "4",
+            "{args:?}"
+        );
+    }
+    assert_eq!(env.run(&["restore"]).code, 0);
+    assert_eq!(env.get("block/nvme0n1/queue/cpu_lat_limit_us"), "-1");
+}
+
 #[test]
 fn dry_run_writes_nothing_and_needs_no_state_dir() {
     let env = Env::zoo(Abi::Queue);

@@ -2,7 +2,7 @@
 
 use super::{Ctx, doc, kernel_names};
 use crate::engine::{Failed, Job};
-use crate::error::Error;
+use crate::error::{EXIT_FAILED, Error};
 use crate::plan::{Change, DevicePlan, Plan, Scope};
 use crate::profile::Profile;
 use crate::report::{Style, Unreadable, escape_control, table, warn_all};
@@ -124,7 +124,12 @@ pub fn apply(
                     .map(|p| format!("{p}: vanished before it was written; skipped")),
             );
             emit_plan(ctx.style, &plan, false, json, &[], &profile, out);
-            Ok(0)
+            // an attribute that could not be read was left alone: partial
+            Ok(if plan.unread.is_empty() {
+                0
+            } else {
+                EXIT_FAILED
+            })
         }
         Err(failed) => {
             let Failed { error, plan } = *failed;

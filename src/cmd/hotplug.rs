@@ -3,7 +3,7 @@
 
 use super::Ctx;
 use crate::engine::{Done, Job};
-use crate::error::{EXIT_USAGE, Error};
+use crate::error::{EXIT_FAILED, EXIT_USAGE, Error};
 use crate::plan::{Plan, PlanError, Scope};
 use crate::profile::Profile;
 use crate::uevent::{self, Action};
@@ -46,12 +46,16 @@ pub fn udev(
                 .run(&Job::Apply { profile: &p, scope })
                 .map_err(|f| f.error.for_command("udev"))
         })
-        .map(|done| match event.action {
-            Action::Add | Action::Change => log_plan(&with_vanished(done)),
-            Action::Remove => log_removal(name, &done),
+        .map(|done| {
+            let partial = !done.plan.unread.is_empty();
+            match event.action {
+                Action::Add | Action::Change => log_plan(&with_vanished(done)),
+                Action::Remove => log_removal(name, &done),
+            }
+            partial
         });
     match result {
-        Ok(()) => Ok(0),
+        Ok(partial) => Ok(if partial { EXIT_FAILED } else { 0 }),
         // A disk that is not a candidate (empty, hidden multipath path, RAM disk).
         Err(Error::Plan(PlanError::NoSuchDevice(_))) => {
             log::debug!("{name}: not a disk blkqos manages; ignored");
@@ -114,7 +118,12 @@ pub fn coldplug(ctx: &Ctx, profile: &Path) -> Result<u8, Error> {
         plan.devices.iter().filter(|d| d.rule.is_some()).count(),
         plan.changes().count()
     );
-    Ok(0)
+    // an attribute that could not be read was left alone: partial
+    Ok(if plan.unread.is_empty() {
+        0
+    } else {
+        EXIT_FAILED
+    })
 }
 
 /// The written plan, with a warning per value whose device went away.

@@ -33,6 +33,13 @@ pub fn verify(ctx: &Ctx, profile: &Path, json: bool, out: &mut String) -> Result
             count: plan.distrusted,
         }));
     }
+    // nor one it could not read
+    if let Some((path, reason)) = plan.unread.first() {
+        return Err(Error::Plan(crate::plan::PlanError::Read {
+            path: path.clone(),
+            reason: reason.clone(),
+        }));
+    }
     let ok = plan.is_empty();
     let shown = escape_control(&profile_path.display().to_string()).into_owned();
     if json {
