@@ -256,6 +256,7 @@ impl StateDir {
     /// The state directory, made if missing, checked and resolved: where
     /// root writes files, with no link of anyone else's in its path.
     pub fn checked_dir(&self) -> Result<PathBuf, StateError> {
+        self.refuse_links()?;
         self.check_where_created()?;
         // Saved originals are root's business: the directory is made 0700 and
         // its files 0600 (an existing directory keeps its mode).
@@ -299,6 +300,36 @@ impl StateDir {
         }
     }
 
+    /// The directory as named is no link, and no link above it is anyone's
+    /// but root's or the caller's (/var/run is root's): a link planted
+    /// where others can write (/tmp) would lead root's files elsewhere.
+    fn refuse_links(&self) -> Result<(), StateError> {
+        let untrusted = |why: String| StateError::Untrusted {
+            path: self.dir.clone(),
+            why,
+        };
+        if fs::symlink_metadata(&self.dir).is_ok_and(|m| m.file_type().is_symlink()) {
+            return Err(untrusted(
+                "a symbolic link (name the directory itself)".to_string(),
+            ));
+        }
+        let uid = trust::euid();
+        for a in self.dir.ancestors().skip(1) {
+            if let Ok(m) = fs::symlink_metadata(a)
+                && m.file_type().is_symlink()
+                && m.uid() != 0
+                && m.uid() != uid
+            {
+                return Err(untrusted(format!(
+                    "below {}, a symbolic link owned by uid {}",
+                    a.display(),
+                    m.uid()
+                )));
+            }
+        }
+        Ok(())
+    }
+
     /// The state directory resolved, when nobody but its owner (and root)
     /// can change it or anything above it: the caller must own it to write
     /// there (`writer`), root or the caller to read from it.
@@ -307,7 +338,14 @@ impl StateDir {
             path: self.dir.clone(),
             why,
         };
+        self.refuse_links()?;
         let real = fs::canonicalize(&self.dir).map_err(io_err(&self.dir))?;
+        if real.parent().is_none() {
+            return Err(untrusted(
+                "the root directory, where blkqos would make and remove its files among the system's"
+                    .to_string(),
+            ));
+        }
         let meta = fs::symlink_metadata(&real).map_err(io_err(&self.dir))?;
         if !meta.is_dir() {
             return Err(untrusted("not a directory".to_string()));

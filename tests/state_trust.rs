@@ -52,6 +52,52 @@ fn a_state_directory_others_can_write_to_or_own_is_refused() {
     assert_eq!(env.get(LIMIT), "4");
 }
 
+/// The attack's finding: a state directory that is a link (planted in /tmp
+/// by another user, where protected_symlinks is off) was followed, and root
+/// wrote its lock and state where it led, deleting `.state.json.*` there;
+/// `--state-dir /` was taken too.
+#[test]
+fn a_state_directory_that_is_a_link_or_the_root_is_refused() {
+    let env = Env::zoo(Abi::Queue);
+    let p = env.profile("p.toml", NVME_AUTO);
+    let p = p.to_str().unwrap();
+    let victim = env.work.join("victimdir");
+    fs::create_dir(&victim).unwrap();
+    chmod(&victim, 0o700);
+    fs::write(victim.join(".state.json.1"), "precious\n").unwrap();
+    let link = env.work.join("statelink");
+    symlink(&victim, &link).unwrap();
+    let before = env.snapshot();
+    for dir in [link.to_str().unwrap(), "/"] {
+        for args in [&["apply", p][..], &["restore"]] {
+            let r = std::process::Command::new(env!("CARGO_BIN_EXE_blkqos"))
+                .arg("--sysfs")
+                .arg(env.fx.root())
+                .args(["--state-dir", dir])
+                .env("BLKQOS_LOG", "stderr")
+                .args(args)
+                .output()
+                .unwrap();
+            let stderr = String::from_utf8_lossy(&r.stderr);
+            assert_eq!(r.status.code(), Some(1), "{dir} {args:?}: {stderr}");
+            assert!(stderr.contains("refusing the state directory"), "{stderr}");
+        }
+    }
+    assert_eq!(env.snapshot(), before, "nothing written");
+    let names: Vec<_> = fs::read_dir(&victim)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(
+        names,
+        [".state.json.1"],
+        "nothing made or removed through the link"
+    );
+    assert!(
+        !std::path::Path::new("/lock").exists() && !std::path::Path::new("/state.json").exists()
+    );
+}
+
 #[test]
 fn links_planted_in_the_state_directory_are_not_followed() {
     let env = Env::zoo(Abi::Queue);
