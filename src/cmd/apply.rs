@@ -109,7 +109,11 @@ pub fn apply(
             &profile,
             out,
         );
-        return Ok(0);
+        return Ok(if preview.plan.unread.is_empty() {
+            0
+        } else {
+            EXIT_FAILED
+        });
     }
     // Validated before taking the lock: a bad profile must not touch the state dir.
     let profile = Profile::load_trusted(profile)?;
