@@ -144,9 +144,11 @@ impl Profile {
         path: &Path,
         open: impl Fn(&Path) -> Result<File, ProfileError>,
     ) -> Result<Profile, ProfileError> {
-        let first = Part::read(path, open(path)?)?;
+        // the bound is on the whole: every drop-in takes from what is left
+        let mut left = MAX_PROFILE_BYTES;
+        let first = Part::read(path, open(path)?, &mut left)?;
         let drop_ins = (drop_ins(path)?.iter())
-            .map(|d| Part::read(d, open(d)?))
+            .map(|d| Part::read(d, open(d)?, &mut left))
             .collect::<Result<_, _>>()?;
         let profile = Profile::merge(first, drop_ins)?;
         for note in profile.notes() {
@@ -239,13 +241,13 @@ impl Profile {
 impl Part {
     /// Parse the file `path` from `file`, the one opened (and, as root,
     /// checked) for it.
-    fn read(path: &Path, file: File) -> Result<Part, ProfileError> {
+    fn read(path: &Path, file: File, left: &mut u64) -> Result<Part, ProfileError> {
         let read_err = |source| ProfileError::Read {
             file: path.to_path_buf(),
             source,
         };
         let mut bytes = Vec::new();
-        file.take(MAX_PROFILE_BYTES + 1)
+        file.take(*left + 1)
             .read_to_end(&mut bytes)
             .map_err(read_err)?;
         let invalid = |valid: &str, message: String| {
@@ -257,12 +259,15 @@ impl Part {
                 message,
             }
         };
-        if bytes.len() as u64 > MAX_PROFILE_BYTES {
+        if bytes.len() as u64 > *left {
             return Err(invalid(
                 "",
-                format!("larger than {MAX_PROFILE_BYTES} bytes; expected a profile, not this"),
+                format!(
+                    "takes the profile and its drop-ins past {MAX_PROFILE_BYTES} bytes together; expected a smaller profile (globs match many disks with one rule)"
+                ),
             ));
         }
+        *left -= bytes.len() as u64;
         let text = String::from_utf8(bytes).map_err(|e| {
             // the position of the first byte that is not UTF-8
             let at = e.utf8_error().valid_up_to();
@@ -368,7 +373,9 @@ fn with_expectation(message: String) -> String {
 }
 
 /// A profile is a few dozen lines; megabytes are a mistake or an attack.
-const MAX_PROFILE_BYTES: u64 = 1024 * 1024;
+/// The profile and its drop-ins together: thousands of rules, parsed by
+/// every udev event in a few MB and milliseconds (a 1 MiB one took ~110 MB).
+const MAX_PROFILE_BYTES: u64 = 256 * 1024;
 
 /// Run as root, blkqos writes what the profile says: open the profile
 /// that someone other than root could have changed (the file, or any
