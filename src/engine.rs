@@ -36,6 +36,17 @@ pub struct Done {
     pub vanished: Vec<String>,
     /// Saved originals dropped from the state.
     pub forgotten: usize,
+    /// The save after the writes failed: the writes stand, the run is
+    /// partial (see transaction::Written::unsaved).
+    pub unsaved: Option<crate::state::StateError>,
+}
+
+impl Done {
+    /// Whether the run did less than asked though it wrote: an attribute
+    /// it could not read, or the state not saved after the writes.
+    pub fn partial(&self) -> bool {
+        !self.plan.unread.is_empty() || self.unsaved.is_some()
+    }
 }
 
 /// A run that failed, with the plan it was writing when it got that far.
@@ -77,10 +88,16 @@ impl Engine<'_> {
                 for d in &mut plan.devices {
                     d.changes.retain(|c| done.contains(c.path.as_str()));
                 }
+                if let Some(e) = &written.unsaved {
+                    plan.warnings.push(format!(
+                        "the changes below are made, but the state could not be saved after them ({e}); what restore needs was saved before the first"
+                    ));
+                }
                 Ok(Done {
                     plan,
                     vanished: written.vanished,
                     forgotten: written.forgotten,
+                    unsaved: written.unsaved,
                 })
             }
             Err(e) => Err(failed(e.into(), Some(plan))),

@@ -60,6 +60,10 @@ pub struct Written {
     pub vanished: Vec<String>,
     /// Saved originals dropped from the state (put back, or their device gone).
     pub forgotten: usize,
+    /// The save after the writes failed: they stand (what `restore` needs
+    /// was saved before the first), but the state still holds originals
+    /// this run put back.
+    pub unsaved: Option<crate::state::StateError>,
 }
 
 /// How writing one change went.
@@ -294,8 +298,12 @@ pub fn write(sysfs: &Sysfs, locked: &mut Locked, plan: &Plan) -> Result<Written,
                 s.owners.retain(|o| !plan.disown.contains(o));
             }
             w.forgotten = written.saved.len() - locked.state.saved.len();
-            if locked.state != written {
-                locked.save()?;
+            if locked.state != written
+                && let Err(e) = locked.save()
+            {
+                // the writes are made: reported as made, with this
+                w.forgotten = 0;
+                w.unsaved = Some(e);
             }
             Ok(w)
         }

@@ -159,3 +159,53 @@ fn a_failed_save_after_a_failed_apply_reports_both() {
     r.assert_stderr_has("rolled back 1 write(s)");
     r.assert_stderr_has("state.json");
 }
+
+/// The attack's finding: the state saved before the writes, the writes
+/// made, then the save after them failing (ENOSPC) made apply exit 1 with
+/// `changed: false` and nothing rolled back: the Ansible module was told
+/// nothing changed. What was written is reported as made, with the error.
+#[test]
+fn a_failed_save_after_the_writes_reports_them_as_made() {
+    let env = Env::zoo(Abi::Queue);
+    let first = env.profile("first.toml", common::NVME_AUTO);
+    let original = values(&env);
+    assert_eq!(env.run(&["apply", first.to_str().unwrap()]).code, 0);
+    // nvme0n1 gets a new value (its original saved before the writes), the
+    // other NVMe disks their originals back (forgotten in the save after)
+    let p = env.profile(
+        "p.toml",
+        "[[rule]]\nname = \"one\"\nmatch = { name = \"nvme0n1\" }\ncpu_lat_limit_us = 10\n",
+    );
+    let p = p.to_str().unwrap();
+    let before = values(&env);
+    let out = env
+        .faulty_cmd("state.json", "2", 28)
+        .args(["apply", p, "--json"])
+        .output()
+        .unwrap();
+    let r = Run::from(out);
+    let now = values(&env);
+    let doc = r.json();
+    let file = |rel: &str| std::fs::canonicalize(env.fx.root().join(rel)).unwrap();
+    let paths: Vec<String> = (doc["devices"].as_array().unwrap().iter())
+        .flat_map(|d| d["changes"].as_array().unwrap().clone())
+        .map(|c| c["path"].as_str().unwrap().to_string())
+        .collect();
+    if now == before {
+        assert_eq!(doc["changed"], false, "{doc}");
+    } else {
+        assert_eq!(
+            doc["changed"], true,
+            "written but reported unchanged: {doc}"
+        );
+        assert!(!paths.is_empty(), "{doc}");
+        for path in &paths {
+            assert_ne!(now[&file(path)], before[&file(path)], "{path}");
+        }
+        // what restore needs was saved before the first write
+        assert_eq!(env.run(&["restore"]).code, 0);
+        assert!(values(&env) == original, "restore put the originals back");
+    }
+    assert_eq!(r.code, 1, "the save failed: {}", r.stderr);
+    assert!(doc["warnings"].to_string().contains("state.json"), "{doc}");
+}

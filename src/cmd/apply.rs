@@ -122,18 +122,16 @@ pub fn apply(
         scope,
     }) {
         Ok(done) => {
+            let partial = done.partial();
             let mut plan = done.plan;
             plan.warnings.extend(
                 (done.vanished.iter())
                     .map(|p| format!("{p}: vanished before it was written; skipped")),
             );
             emit_plan(ctx.style, &plan, false, json, &[], &profile, out);
-            // an attribute that could not be read was left alone: partial
-            Ok(if plan.unread.is_empty() {
-                0
-            } else {
-                EXIT_FAILED
-            })
+            // an attribute left alone unread, or the state not saved after
+            // the writes: a partial run
+            Ok(if partial { EXIT_FAILED } else { 0 })
         }
         Err(failed) => {
             let Failed { error, plan } = *failed;

@@ -47,7 +47,7 @@ pub fn udev(
                 .map_err(|f| f.error.for_command("udev"))
         })
         .map(|done| {
-            let partial = !done.plan.unread.is_empty();
+            let partial = done.partial();
             match event.action {
                 Action::Add | Action::Change => log_plan(&with_vanished(done)),
                 Action::Remove => log_removal(name, &done),
@@ -88,7 +88,7 @@ fn remove_without_profile(ctx: &Ctx, name: &str, profile: &Path) -> Result<u8, E
             for w in &done.plan.warnings {
                 log::warn!("{w}");
             }
-            Ok(0)
+            Ok(if done.partial() { EXIT_FAILED } else { 0 })
         }
         // never tuned: nothing saved for it
         Err(f) if matches!(f.error, Error::Plan(PlanError::Unknown(_))) => Ok(0),
@@ -110,6 +110,7 @@ pub fn coldplug(ctx: &Ctx, profile: &Path) -> Result<u8, Error> {
             scope: Scope::all(),
         })
         .map_err(|f| f.error.for_command("coldplug"))?;
+    let partial = done.partial();
     let plan = with_vanished(done);
     log_plan(&plan);
     log::info!(
@@ -119,11 +120,7 @@ pub fn coldplug(ctx: &Ctx, profile: &Path) -> Result<u8, Error> {
         plan.changes().count()
     );
     // an attribute that could not be read was left alone: partial
-    Ok(if plan.unread.is_empty() {
-        0
-    } else {
-        EXIT_FAILED
-    })
+    Ok(if partial { EXIT_FAILED } else { 0 })
 }
 
 /// The written plan, with a warning per value whose device went away.

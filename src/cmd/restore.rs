@@ -31,12 +31,14 @@ pub fn restore(
         forget_missing,
     };
     let mut left = super::lease::LeftPutBack::default();
+    let mut unsaved = false;
     let (mut plan, forgotten): (Plan, usize) = if dry_run {
         let plan = ctx.engine().preview(&job)?.plan;
         let n = plan.forget.len();
         (plan, n)
     } else {
         let done = ctx.engine().run(&job).map_err(|f| f.error)?;
+        unsaved = done.unsaved.is_some();
         let mut plan = done.plan;
         plan.warnings.extend(
             (done.vanished.iter()).map(|p| format!("{p}: vanished; forgetting its saved value")),
@@ -84,7 +86,11 @@ pub fn restore(
             )
             .render(),
         );
-        return Ok(if plan.distrusted > 0 { EXIT_FAILED } else { 0 });
+        return Ok(if plan.distrusted > 0 || unsaved {
+            EXIT_FAILED
+        } else {
+            0
+        });
     }
     let rows: Vec<Vec<String>> = (devices.iter())
         .flat_map(|d| {
@@ -110,5 +116,9 @@ pub fn restore(
     }
     warn_all(&plan.warnings);
     // entries of the state left out as untrustworthy were not put back
-    Ok(if plan.distrusted > 0 { EXIT_FAILED } else { 0 })
+    Ok(if plan.distrusted > 0 || unsaved {
+        EXIT_FAILED
+    } else {
+        0
+    })
 }

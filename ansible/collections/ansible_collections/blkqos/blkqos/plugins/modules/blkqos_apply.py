@@ -165,14 +165,19 @@ def main():
         doc = None
     if rc != 0 or doc is None:
         doc = doc or {}
-        error = doc.get("error") or (doc.get("failure") or {}).get("message") or err.strip() or out.strip()
+        # a partial run (exit 1 without "error": an attribute left alone
+        # unread, the state not saved after the writes) says why in its
+        # warnings, and what it wrote is changed all the same
+        error = (doc.get("error") or (doc.get("failure") or {}).get("message")
+                 or "; ".join(doc.get("warnings", [])) or err.strip() or out.strip())
         if rc == EXIT_BUSY:
             m = re.search(r"pid (\d+)", error)
             module.fail_json(
                 msg="busy: another blkqos run holds the state lock (pid %s); gave up waiting: %s"
                 % (m.group(1) if m else "unknown", error),
                 rc=rc, stdout=out, stderr=err)
-        module.fail_json(msg="blkqos failed (exit %d): %s" % (rc, error), rc=rc, stdout=out, stderr=err)
+        module.fail_json(msg="blkqos failed (exit %d): %s" % (rc, error), rc=rc, stdout=out, stderr=err,
+                         changed=bool(doc.get("changed")))
 
     for w in doc.get("warnings", []):
         module.warn(w)
