@@ -44,7 +44,7 @@ def run_steps(steps):
         subprocess.run(step, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
-# (command, its floor): the ratios the README reports
+# (command, its floor): the ratios bench/README.md reports
 RATIOS = [("apply (writes)", "floor: sh loop writing the same files"),
           ("udev add (one event)", "floor: sh writing one file")]
 

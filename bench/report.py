@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Merge bench/cli.py and bench/kernel.py figures into one results file,
-draw the plot and print the README tables.
+draw the plot and print the tables of bench/README.md.
 
 Usage: bench/report.py CLI.json KERNEL.json OUT_PREFIX
 Writes OUT_PREFIX.json, OUT_PREFIX.{png,svg} (latency bought against power

@@ -193,7 +193,7 @@ fn extra_sections(cmd: &Command) -> Result<String, std::fmt::Error> {
         ),
         (
             "/var/lib/prometheus/node-exporter/blkqos.prom".to_string(),
-            "What the timer writes, replaced atomically; the metric reference is in the README.".to_string(),
+            "What the timer writes, replaced atomically; the metric reference is in docs/monitoring.md.".to_string(),
         ),
     ] {
         writeln!(s, ".TP\n.I {}\n{what}", roff(&path))?;

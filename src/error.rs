@@ -9,7 +9,7 @@ use crate::transaction::WriteError;
 use std::path::{Path, PathBuf};
 
 /// Every exit code blkqos has. blkqos(8)'s EXIT STATUS is written from
-/// these constants (examples/gen-docs.rs); the README's exit code table
+/// these constants (examples/gen-docs.rs); the exit code table of docs/commands.md
 /// says the same and changes with them.
 ///
 /// 0 success; 1 an operation failed (rolled back) or verify found a

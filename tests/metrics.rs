@@ -600,7 +600,7 @@ fn processes_that_cannot_be_inspected_make_dma_latency_unknown() {
 }
 
 /// The dashboard's check passes on an idle machine (no lease held, so no
-/// `blkqos_cpu_lease_limit_seconds` sample) given the README's table.
+/// `blkqos_cpu_lease_limit_seconds` sample) given the metric reference in docs/monitoring.md.
 #[test]
 fn the_dashboard_check_passes_on_an_idle_machine() {
     let env = Env::zoo(Abi::Queue);
@@ -615,7 +615,7 @@ fn the_dashboard_check_passes_on_an_idle_machine() {
         .arg(format!("{root}/contrib/grafana/blkqos.json"))
         .arg(&prom)
         .arg("--documented")
-        .arg(format!("{root}/README.md"))
+        .arg(format!("{root}/docs/monitoring.md"))
         .output()
         .expect("python3 runs");
     assert!(

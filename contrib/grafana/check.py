@@ -3,13 +3,13 @@
 PromQL expression (panel targets and templating queries) names at least
 one metric, and only metrics whose families the given exposition has.
 
-Usage: check.py DASHBOARD.json METRICS.prom [--documented README.md]
+Usage: check.py DASHBOARD.json METRICS.prom [--documented docs/monitoring.md]
 (prints the problems; exit 1 if any)
 
 A family with no samples is not in the exposition at all (the lease's
 limit while no lease holds, the knobs on a kernel without them), so one
 reading cannot show every family: with --documented, the families of the
-README's metric table count as emitted too. Run it on an exposition with a
+metric table of docs/monitoring.md count as emitted too. Run it on an exposition with a
 live lease as well (tests/monitoring/run does), so that a name that is
 documented but no longer emitted is caught there.
 """
@@ -68,7 +68,7 @@ def emitted(text):
 
 
 def documented(text):
-    """Families named in the first column of the README's metric table."""
+    """Families named in the first column of the metric table of docs/monitoring.md."""
     return set(re.findall(r"^\| `(blkqos_\w+)` \|", text, re.M))
 
 
