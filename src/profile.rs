@@ -19,7 +19,7 @@ use toml::{Spanned, Value};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ProfileError {
-    #[error("{}: cannot read profile: {source}", file.display())]
+    #[error("{}: cannot read profile: {source}{}", file.display(), missing_hint(source))]
     Read {
         file: PathBuf,
         source: std::io::Error,
@@ -33,6 +33,16 @@ pub enum ProfileError {
         column: usize,
         message: String,
     },
+}
+
+/// What a first run without a profile is told.
+fn missing_hint(e: &std::io::Error) -> &'static str {
+    match e.kind() {
+        std::io::ErrorKind::NotFound => {
+            "; start from the example (config/blkqos.toml in the source, /etc/blkqos/blkqos.toml from the package), check it with `blkqos check FILE`, and name it"
+        }
+        _ => "",
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -362,6 +362,52 @@ fn a_timeout_without_any_limit_is_reported() {
     assert!(!r.stderr.contains("does nothing"), "{}", r.stderr);
 }
 
+/// A new user's first run: every command defaults to the installed
+/// profile, and a missing one names the file and says what to do.
+#[test]
+fn a_missing_profile_says_where_one_comes_from() {
+    let env = Env::zoo(Abi::Queue);
+    let gone = env.work.join("etc/blkqos.toml");
+    let r = env.run(&["apply", gone.to_str().unwrap(), "--dry-run"]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    r.assert_stderr_has(gone.to_str().unwrap());
+    r.assert_stderr_has("config/blkqos.toml");
+    r.assert_stderr_has("blkqos check");
+}
+
+/// On a big host the disks no rule matches made one line of every name:
+/// counted, the first few named, all of them with -v.
+#[test]
+fn untouched_disks_are_counted_and_listed_with_v() {
+    let env = Env::zoo(Abi::Queue);
+    let p = env.profile(
+        "p.toml",
+        "[[rule]]\nname = \"one\"\nmatch = { name = \"nvme0n1\" }\ncpu_lat_limit_us = 10\n",
+    );
+    let p = p.to_str().unwrap();
+    let r = env.run(&["apply", p, "--dry-run"]);
+    let line = r
+        .stdout
+        .lines()
+        .find(|l| l.contains("untouched"))
+        .unwrap_or("")
+        .to_string();
+    assert!(line.contains("13 disk(s)"), "{}", r.stdout);
+    assert!(line.contains("-v"), "{line}");
+    assert!(!line.contains("zram0"), "not every name: {line}");
+    let r = env.run(&["-v", "apply", p, "--dry-run"]);
+    let line = r
+        .stdout
+        .lines()
+        .find(|l| l.contains("untouched"))
+        .unwrap_or("");
+    assert!(
+        line.contains("zram0") && line.contains("dm-0"),
+        "{}",
+        r.stdout
+    );
+}
+
 #[test]
 fn usage_errors_exit_2() {
     let env = Env::zoo(Abi::Queue);

@@ -237,10 +237,20 @@ fn plan_table(style: Style, plan: &Plan) -> String {
         &["DEVICE", "RULE", "LIMIT", "PATH", "BEFORE", "AFTER"],
         &rows,
     );
+    // a big host has thousands: counted, a few named, all with -v
+    const NAMED: usize = 8;
     if !untouched.is_empty() {
+        let n = untouched.len();
+        let names = if n <= NAMED || log::log_enabled!(log::Level::Debug) {
+            escape_control(&untouched.join(", ")).into_owned()
+        } else {
+            format!(
+                "{}, ... (-v lists them)",
+                escape_control(&untouched[..NAMED].join(", "))
+            )
+        };
         out.push_str(&format!(
-            "no rule matches (untouched): {}\n",
-            untouched.join(", ")
+            "no rule matches {n} disk(s) (untouched): {names}\n"
         ));
     }
     out
