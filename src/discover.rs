@@ -183,17 +183,6 @@ impl Detail {
         flags: true,
         queues: true,
     };
-
-    /// What matching the rules of `profile` reads (without one, as for a
-    /// restore, neither).
-    pub fn for_profile(profile: Option<&crate::profile::Profile>) -> Detail {
-        let rules = || profile.into_iter().flat_map(|p| p.rules.iter());
-        Detail {
-            identity: rules().any(|r| r.matcher.uses_identity()),
-            flags: rules().any(|r| r.matcher.uses_flags()),
-            queues: false,
-        }
-    }
 }
 
 /// Which disks a scan reads.

@@ -8,9 +8,9 @@
 //! strictest request wins, as PM QoS aggregates: lowest limit, longest timeout.
 
 use crate::abi::{Abi, knobs, resume};
-use crate::discover::{Device, Inventory};
+use crate::discover::Inventory;
 use crate::idle::{self, AUTO_MAX_EXIT_US, format_cpus};
-use crate::profile::{Fallback, Limit, Profile};
+use crate::profile::{Fallback, Limit, Profile, owning_rule};
 use crate::snapshot::{Reading, Snapshot};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -180,11 +180,6 @@ struct Desired {
     contributors: BTreeSet<String>,
     /// The saved original, wanted back because no rule asks for this path.
     release: bool,
-}
-
-/// The rule that owns a device, if any: the first whose match holds.
-pub fn owning_rule<'p>(profile: &'p Profile, d: &Device) -> Option<&'p crate::profile::Rule> {
-    profile.rules.iter().find(|r| r.matcher.matches(d))
 }
 
 /// What applying `profile` to the snapshot's machine writes, within `scope`.

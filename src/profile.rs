@@ -3,7 +3,7 @@
 //! `Profile`, so nothing can be written from it.
 
 use crate::abi::knobs::{LIMIT_MAX_US, TIMEOUT_DEFAULT_MS, TIMEOUT_MAX_MS, TIMEOUT_MIN_MS};
-use crate::discover::Transport;
+use crate::discover::{Detail, Device, Transport};
 use crate::matcher::{Globs, Matcher};
 use crate::trust;
 use regex::Regex;
@@ -33,6 +33,26 @@ pub enum ProfileError {
         column: usize,
         message: String,
     },
+}
+
+/// The rule that owns a device, if any: the first whose match holds.
+pub fn owning_rule<'p>(profile: &'p Profile, d: &Device) -> Option<&'p Rule> {
+    profile.rules.iter().find(|r| r.matcher.matches(d))
+}
+
+// Here rather than in discover: what a scan reads depends on the profile,
+// and discover knows nothing of profiles.
+impl Detail {
+    /// What matching the rules of `profile` reads (without one, as for a
+    /// restore, neither).
+    pub fn for_profile(profile: Option<&Profile>) -> Detail {
+        let rules = || profile.into_iter().flat_map(|p| p.rules.iter());
+        Detail {
+            identity: rules().any(|r| r.matcher.uses_identity()),
+            flags: rules().any(|r| r.matcher.uses_flags()),
+            queues: false,
+        }
+    }
 }
 
 /// What a first run without a profile is told.

@@ -6,8 +6,7 @@
 use crate::abi::{Abi, knobs};
 use crate::discover::Inventory;
 use crate::idle::{self, IdleState};
-use crate::plan::owning_rule;
-use crate::profile::{Limit, Profile};
+use crate::profile::{Limit, Profile, owning_rule};
 use crate::state::State;
 pub use crate::sysfs::Reading;
 use crate::sysfs::Sysfs;

@@ -4,8 +4,8 @@
 use blkqos::abi::Abi;
 use blkqos::discover::{Detail, Extent, scan};
 mod common;
-use blkqos::plan::owning_rule;
 use blkqos::profile::Profile;
+use blkqos::profile::owning_rule;
 use blkqos::sysfs::Sysfs;
 use common::fixture::Fixture;
 use std::path::Path;
