@@ -9,92 +9,10 @@ use crate::idle::parse_cpu_list;
 use crate::sysfs::{Reading, Sysfs, natural_cmp};
 use std::cell::OnceCell;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::fmt;
-use std::str::FromStr;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Transport {
-    Nvme,
-    Sata,
-    Sas,
-    Scsi,
-    Usb,
-    Virtio,
-    Mmc,
-    Virtual,
-    Unknown,
-}
-
-impl Transport {
-    pub const NAMES: [&'static str; 8] = [
-        "nvme", "sata", "sas", "scsi", "usb", "virtio", "mmc", "virtual",
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Transport::Nvme => "nvme",
-            Transport::Sata => "sata",
-            Transport::Sas => "sas",
-            Transport::Scsi => "scsi",
-            Transport::Usb => "usb",
-            Transport::Virtio => "virtio",
-            Transport::Mmc => "mmc",
-            Transport::Virtual => "virtual",
-            Transport::Unknown => "unknown",
-        }
-    }
-}
-
-impl FromStr for Transport {
-    type Err = ();
-    fn from_str(s: &str) -> Result<Self, ()> {
-        Ok(match s {
-            "nvme" => Transport::Nvme,
-            "sata" => Transport::Sata,
-            "sas" => Transport::Sas,
-            "scsi" => Transport::Scsi,
-            "usb" => Transport::Usb,
-            "virtio" => Transport::Virtio,
-            "mmc" => Transport::Mmc,
-            "virtual" => Transport::Virtual,
-            _ => return Err(()),
-        })
-    }
-}
-
-impl fmt::Display for Transport {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// How a disk does its I/O.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    /// A blk-mq (request-based) disk: it has hardware queues and the knobs.
-    Disk,
-    /// NVMe native-multipath head (bio-based), I/O goes to its path disks.
-    NvmeHead,
-    /// A hidden NVMe multipath path disk (`nvmeXcYnZ`).
-    NvmePath,
-    Md,
-    Dm,
-    /// Any other bio-based disk (zram, brd, ...): no hardware queues.
-    BioBased,
-}
-
-impl Kind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Kind::Disk => "disk",
-            Kind::NvmeHead => "nvme-head",
-            Kind::NvmePath => "nvme-path",
-            Kind::Md => "md",
-            Kind::Dm => "dm",
-            Kind::BioBased => "bio-based",
-        }
-    }
-}
+mod nvme;
+pub use crate::transport::{Kind, Transport};
+use nvme::*;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Device {
@@ -312,68 +230,6 @@ fn disk_of(sysfs: &Sysfs, name: &str, partitions: &mut BTreeMap<String, String>)
         }
         None => name.to_string(),
     }
-}
-
-/// The multipath head a hidden path disk `nvme<S>c<C>n<N>` serves,
-/// `nvme<S>n<N>`, if that head exists and reaches the path (see
-/// [`nvme_paths`]); the path has no link back.
-fn nvme_head_of(sysfs: &Sysfs, name: &str) -> Option<String> {
-    if !is_nvme_path_name(name) {
-        return None;
-    }
-    let (subsys, rest) = name.strip_prefix("nvme")?.split_once('c')?;
-    let ns = rest.split_once('n')?.1;
-    let head = format!("nvme{subsys}n{ns}");
-    nvme_paths(sysfs, &head)
-        .iter()
-        .any(|p| p == name)
-        .then_some(head)
-}
-
-/// The hidden path disks of an NVMe multipath head `nvme<S>n<N>`; empty
-/// for any other disk. Linux 6.14 and later link them in the head's
-/// `multipath/`. Before that (6.12 included) nothing links a head to its
-/// paths: the head's `device` is its subsystem, which links each of its
-/// controllers (`nvme<C>`), and path `nvme<S>c<C>n<N>` sits in controller
-/// `nvme<C>`'s directory.
-fn nvme_paths(sysfs: &Sysfs, name: &str) -> Vec<String> {
-    let Some((subsys, ns)) = nvme_head_name(name) else {
-        return Vec::new();
-    };
-    let base = format!("block/{name}");
-    let linked = sysfs.list(&format!("{base}/multipath"));
-    if !linked.is_empty() {
-        return linked;
-    }
-    let subsystem = format!("{base}/device");
-    if !sysfs
-        .resolve(&subsystem)
-        .is_ok_and(|p| p.split('/').any(|c| c == "nvme-subsystem"))
-    {
-        return Vec::new();
-    }
-    sysfs
-        .list(&subsystem)
-        .into_iter()
-        .filter_map(|c| {
-            let ctrl = c.strip_prefix("nvme").filter(|n| is_number(n))?;
-            let path = format!("nvme{subsys}c{ctrl}n{ns}");
-            sysfs
-                .exists(&format!("{subsystem}/{c}/{path}"))
-                .then_some(path)
-        })
-        .collect()
-}
-
-/// `nvme<S>n<N>` -> (S, N).
-fn nvme_head_name(name: &str) -> Option<(&str, &str)> {
-    let (subsys, ns) = name.strip_prefix("nvme")?.split_once('n')?;
-    (is_number(subsys) && is_number(ns)).then_some((subsys, ns))
-}
-
-/// A non-empty run of ASCII digits, as in kernel device numbers.
-fn is_number(s: &str) -> bool {
-    !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit())
 }
 
 /// What a scan found out before reading each disk.
@@ -638,31 +494,6 @@ fn read_device(
     })
 }
 
-/// A head has no driver or PCI function of its own: it has those of its paths.
-fn link_multipath(devices: &mut [Device]) {
-    let heads: Vec<(usize, Vec<String>)> = devices
-        .iter()
-        .enumerate()
-        .filter(|(_, d)| !d.paths.is_empty())
-        .map(|(i, d)| (i, d.paths.clone()))
-        .collect();
-    for (head, paths) in heads {
-        let head_name = devices[head].name.clone();
-        let mut pci = Vec::new();
-        let mut driver = None;
-        for d in devices.iter_mut().filter(|d| paths.contains(&d.name)) {
-            d.head = Some(head_name.clone());
-            pci.extend(d.pci.iter().cloned());
-            driver = driver.or_else(|| d.driver.clone());
-        }
-        pci.sort();
-        pci.dedup();
-        let h = &mut devices[head];
-        h.pci = pci;
-        h.driver = h.driver.take().or(driver);
-    }
-}
-
 /// The request queues a device's I/O ends up on, following multipath links and
 /// `slaves/` (a partition counts as its disk), recursively.
 fn resolve(
@@ -733,20 +564,6 @@ fn exclusion(d: &Device) -> Option<String> {
     None
 }
 
-fn is_nvme_path_name(name: &str) -> bool {
-    // nvme<subsys>c<ctrl>n<ns>
-    let Some(rest) = name.strip_prefix("nvme") else {
-        return false;
-    };
-    let Some((a, rest)) = rest.split_once('c') else {
-        return false;
-    };
-    let Some((b, c)) = rest.split_once('n') else {
-        return false;
-    };
-    [a, b, c].into_iter().all(is_number)
-}
-
 pub fn is_pci_address(c: &str) -> bool {
     let b = c.as_bytes();
     b.len() == 12
@@ -812,52 +629,4 @@ fn vpd_serial(sysfs: &Sysfs, rel: &str) -> Option<String> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn transport_follows_the_device_ancestry() {
-        let t = |p| transport_of(p, Kind::Disk);
-        assert_eq!(
-            t("devices/pci0000:00/0000:00:04.0/nvme/nvme0/nvme0n1"),
-            Transport::Nvme
-        );
-        assert_eq!(
-            t("devices/pci0000:00/0000:00:1f.2/ata1/host0/target0:0:0/0:0:0:0/block/sda"),
-            Transport::Sata
-        );
-        assert_eq!(
-            t(
-                "devices/pci0000:00/0000:00:14.0/usb2/2-1/2-1:1.0/host6/target6:0:0/6:0:0:0/block/sdb"
-            ),
-            Transport::Usb
-        );
-        assert_eq!(
-            t(
-                "devices/pci0000:00/0000:03:00.0/host2/port-2:0/end_device-2:0/target2:0:0/2:0:0:0/block/sdc"
-            ),
-            Transport::Sas
-        );
-        assert_eq!(
-            t("devices/pci0000:00/0000:00:02.0/virtio1/block/vda"),
-            Transport::Virtio
-        );
-        assert_eq!(
-            t("devices/pci0000:00/0000:00:03.0/virtio2/host0/target0:0:0/0:0:0:0/block/sda"),
-            Transport::Scsi
-        );
-        assert_eq!(t("devices/virtual/block/loop0"), Transport::Virtual);
-        assert_eq!(
-            t("devices/platform/soc/mmc_host/mmc0/mmc0:0001/block/mmcblk0"),
-            Transport::Mmc
-        );
-    }
-
-    #[test]
-    fn names_and_escapes() {
-        assert!(is_nvme_path_name("nvme0c1n1"));
-        assert!(!is_nvme_path_name("nvme0n1"));
-        assert!(is_pci_address("0000:00:1f.2"));
-        assert!(!is_pci_address("0000:00:1f"));
-    }
-}
+mod tests;

@@ -24,6 +24,7 @@ pub mod snapshot;
 pub mod state;
 pub mod sysfs;
 pub mod transaction;
+pub mod transport;
 pub mod trust;
 pub mod udevdb;
 pub mod uevent;

@@ -1,6 +1,7 @@
 //! Rule match expressions, evaluated against one discovered device.
 
-use crate::discover::{Device, Transport};
+use crate::discover::Device;
+use crate::transport::Transport;
 use globset::{Glob, GlobMatcher};
 use regex::Regex;
 

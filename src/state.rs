@@ -23,6 +23,10 @@ use std::os::unix::fs::{DirBuilderExt, FileExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+mod check;
+pub use check::check_entry;
+use check::*;
+
 pub const SCHEMA: u32 = 1;
 const STATE_FILE: &str = "state.json";
 const LOCK_FILE: &str = "lock";
@@ -421,122 +425,6 @@ fn read_state(path: &Path) -> Result<State, StateError> {
         state.distrusted += 1;
     }
     Ok(state)
-}
-
-/// What blkqos writes, and so all a state file may name: the knobs of a
-/// disk (either layout), its other queue attributes and the per-CPU resume
-/// latency, each with a value the kernel could have reported for it. A
-/// forged file could otherwise make `restore` write anything in sysfs.
-/// Each entry is checked on its own: one that fails is taken out (and
-/// said why), the others kept. The planner checks what it would save with
-/// the same rules ([`check_entry`]), so what apply saves reads back.
-fn prune(state: &mut State) -> Vec<String> {
-    let mut out = Vec::new();
-    state.saved.retain(|path, saved| {
-        let ok = check_entry(path, &saved.original, &saved.owners);
-        ok.map_err(|e| out.push(e)).is_ok()
-    });
-    state.leases.retain(|path, l| {
-        let ok = check_saved(path, &l.original).and_then(|()| {
-            if !path.starts_with("devices/system/cpu/") {
-                return Err(format!(
-                    "a lease names {path:?}; expected devices/system/cpu/cpuN/power/pm_qos_resume_latency_us"
-                ));
-            }
-            match l.limits.iter().find(|&&v| v > LIMIT_MAX_US) {
-                Some(bad) => Err(format!(
-                    "{path}: lease limit {bad}; expected at most {LIMIT_MAX_US}"
-                )),
-                None => Ok(()),
-            }
-        });
-        ok.map_err(|e| out.push(e)).is_ok()
-    });
-    state.rules.retain(|d, _| {
-        let ok = is_kernel_name(d);
-        if !ok {
-            out.push(format!("a rule owns {d:?}; expected block device names"));
-        }
-        ok
-    });
-    out
-}
-
-/// Whether a saved original for `path`, held for `owners`, is one the
-/// state may keep: the check of every entry read, and of every entry the
-/// planner would save.
-pub fn check_entry(
-    path: &str,
-    original: &str,
-    owners: &std::collections::BTreeSet<String>,
-) -> Result<(), String> {
-    check_saved(path, original)?;
-    match owners.iter().find(|o| !is_kernel_name(o)) {
-        Some(bad) => Err(format!(
-            "{path:?} is owned by {bad:?}; expected block device names"
-        )),
-        None => Ok(()),
-    }
-}
-
-fn check_saved(path: &str, value: &str) -> Result<(), String> {
-    let int_in = |range: std::ops::RangeInclusive<i64>| {
-        value.parse::<i64>().is_ok_and(|n| range.contains(&n))
-    };
-    let parts: Vec<&str> = path.split('/').collect();
-    let (ok, expected) = match parts.as_slice() {
-        ["block", disk, knob] | ["block", disk, "queue", knob]
-            if is_kernel_name(disk) && *knob == "cpu_lat_limit_us" =>
-        {
-            (
-                value == "auto" || int_in(-1..=LIMIT_MAX_US as i64),
-                format!("\"auto\" or an integer from -1 to {LIMIT_MAX_US}"),
-            )
-        }
-        ["block", disk, knob] | ["block", disk, "queue", knob]
-            if is_kernel_name(disk) && *knob == "cpu_lat_timeout_ms" =>
-        {
-            // 0 is no timeout blkqos writes, but a kernel may report it
-            (
-                int_in(0..=TIMEOUT_MAX_MS as i64),
-                format!("an integer from 0 to {TIMEOUT_MAX_MS}"),
-            )
-        }
-        ["block", disk, "queue", attr] if is_kernel_name(disk) && is_queue_attr_name(attr) => (
-            value.len() <= MAX_ATTR_VALUE && !value.chars().any(char::is_control),
-            format!("one line of at most {MAX_ATTR_VALUE} bytes"),
-        ),
-        [
-            "devices",
-            "system",
-            "cpu",
-            cpu,
-            "power",
-            "pm_qos_resume_latency_us",
-        ] if cpu.strip_prefix("cpu").is_some_and(|n| {
-            !n.is_empty() && n.len() <= 5 && n.bytes().all(|b| b.is_ascii_digit())
-        }) =>
-        {
-            (
-                // as the kernel prints it: a leading zero would be octal
-                // to its parser
-                value.trim() == value && crate::abi::resume::decode(value).is_some(),
-                "\"n/a\" or an integer from 0 to 2147483647 without leading zeros".to_string(),
-            )
-        }
-        _ => {
-            return Err(format!(
-                "{path:?} is not an attribute blkqos manages; expected block/<disk>/queue/<attribute>, block/<disk>/cpu_lat_* or devices/system/cpu/cpuN/power/pm_qos_resume_latency_us"
-            ));
-        }
-    };
-    if ok {
-        Ok(())
-    } else {
-        Err(format!(
-            "{path}: saved value {value:?}; expected {expected}"
-        ))
-    }
 }
 
 /// Take the lock, waiting for it at most `timeout` and saying once what it

@@ -83,3 +83,17 @@ fn no_modules_import_each_other() {
         circles.join("\n")
     );
 }
+
+/// A file a person can hold in mind: none under src/ over 700 lines.
+#[test]
+fn no_source_file_is_over_700_lines() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    sources(&src, &mut files);
+    let long: Vec<String> = (files.iter())
+        .map(|f| (f, fs::read_to_string(f).unwrap().lines().count()))
+        .filter(|(_, n)| *n > 700)
+        .map(|(f, n)| format!("{} ({n} lines)", f.display()))
+        .collect();
+    assert!(long.is_empty(), "over 700 lines: {long:?}");
+}

@@ -22,6 +22,12 @@ use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+mod put_back;
+mod signals;
+use put_back::*;
+pub use put_back::{LeftPutBack, put_back_left};
+use signals::*;
+
 /// How the first I/O after a lapse is seen.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Detect {
@@ -175,74 +181,6 @@ pub fn lease(ctx: &Ctx, opts: &Options) -> Result<u8, Error> {
         }
     }
     run.release()
-}
-
-/// What [`put_back_left`] did: the CPUs' values put back (path, found,
-/// original), and what is reported: someone else's values kept, CPUs
-/// that could not be put back (their entries stay for the next try).
-#[derive(Default)]
-pub struct LeftPutBack {
-    pub restored: Vec<(String, String, String)>,
-    pub warnings: Vec<String>,
-}
-
-/// Put back what a killed `blkqos lease` left, unless one is running (its
-/// leases are its own): `restore` does it too. A dry run writes nothing
-/// and says what would be put back.
-pub fn put_back_left(ctx: &Ctx, dry_run: bool) -> Result<LeftPutBack, Error> {
-    let state = ctx.state.read()?;
-    if state.leases.is_empty() {
-        return Ok(LeftPutBack::default());
-    }
-    let Some(_lease_lock) = ctx.state.try_lease_lock()? else {
-        return Ok(LeftPutBack {
-            restored: Vec::new(),
-            warnings: vec![
-                "a blkqos lease is running: the CPUs it holds are left to it (stop it to put them back)".to_string(),
-            ],
-        });
-    };
-    let out = if dry_run {
-        cpuqos::put_back(&ctx.sysfs, &state.leases, true)
-    } else {
-        published::remove(&ctx.state.checked_dir()?);
-        put_back_entries(ctx)?
-    };
-    Ok(LeftPutBack {
-        restored: out.restored,
-        warnings: (out.kept.into_iter())
-            .chain(out.failed.into_values().map(|(_, why)| why))
-            .collect(),
-    })
-}
-
-/// [`put_back_left`] with the lease lock already held.
-fn put_back_entries(ctx: &Ctx) -> Result<cpuqos::PutBack, Error> {
-    let mut locked = ctx.state.lock()?;
-    let out = cpuqos::put_back(&ctx.sysfs, &locked.state.leases, false);
-    locked.state.leases = (out.failed.iter())
-        .map(|(p, (s, _))| (p.clone(), s.clone()))
-        .collect();
-    locked.save()?;
-    Ok(out)
-}
-
-/// At start and for `--put-back`: the saved entries of the CPUs that
-/// could not be put back (they stay in the state).
-fn put_back(ctx: &Ctx) -> Result<BTreeMap<String, LeaseSaved>, Error> {
-    if ctx.state.read()?.leases.is_empty() {
-        return Ok(BTreeMap::new());
-    }
-    let out = put_back_entries(ctx)?;
-    for n in &out.kept {
-        log::warn!("{n}");
-    }
-    Ok((out.failed.into_iter())
-        .map(|(path, (saved, why))| {
-            log::error!("{why}; kept in the state for the next try");
-            (path, saved)
-        })
-        .collect())
 }
 
 struct Run<'a> {
@@ -707,82 +645,4 @@ fn watch(
         return Ok(());
     }
     w.add(disk, major, minor, &cpus)
-}
-
-/// SIGTERM and SIGINT end the run, SIGHUP reloads: each writes a byte to
-/// its socket, which the poll loop watches.
-struct Signals {
-    term: UnixStream,
-    hup: UnixStream,
-    _writers: [UnixStream; 2],
-}
-
-impl Signals {
-    fn new() -> std::io::Result<Signals> {
-        use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
-        use signal_hook::low_level::pipe;
-        let (term, term_w) = UnixStream::pair()?;
-        let (hup, hup_w) = UnixStream::pair()?;
-        for s in [&term, &hup] {
-            s.set_nonblocking(true)?;
-        }
-        pipe::register(SIGTERM, term_w.try_clone()?)?;
-        pipe::register(SIGINT, term_w.try_clone()?)?;
-        pipe::register(SIGHUP, hup_w.try_clone()?)?;
-        Ok(Signals {
-            term,
-            hup,
-            _writers: [term_w, hup_w],
-        })
-    }
-}
-
-/// Whether a signal's socket had bytes; they are read.
-fn drain(mut s: &UnixStream) -> bool {
-    let mut buf = [0u8; 64];
-    let mut any = false;
-    while let Ok(n) = s.read(&mut buf) {
-        if n == 0 {
-            break;
-        }
-        any = true;
-    }
-    any
-}
-
-#[cfg(feature = "udev")]
-fn hotplug_monitor() -> Option<udev::MonitorSocket> {
-    let m = udev::MonitorBuilder::new()
-        .and_then(|b| b.match_subsystem("block"))
-        // a CPU that comes online gets its events and its saved original
-        .and_then(|b| b.match_subsystem("cpu"))
-        .and_then(|b| b.listen());
-    match m {
-        Ok(m) => Some(m),
-        Err(e) => {
-            log::warn!(
-                "cannot listen to udev ({e}): disks and CPUs that come or go are taken at SIGHUP"
-            );
-            None
-        }
-    }
-}
-
-#[cfg(not(feature = "udev"))]
-fn hotplug_monitor() -> Option<NoMonitor> {
-    log::info!("built without udev: disks that come or go are taken at SIGHUP");
-    None
-}
-
-#[cfg(not(feature = "udev"))]
-struct NoMonitor;
-
-#[cfg(not(feature = "udev"))]
-impl NoMonitor {
-    fn as_raw_fd(&self) -> std::os::fd::RawFd {
-        -1
-    }
-    fn iter(&self) -> std::iter::Empty<()> {
-        std::iter::empty()
-    }
 }
