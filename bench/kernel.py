@@ -361,15 +361,8 @@ def db_targets(rows):
     C-states off of the peer's own kernel, with the A/A spreads and a
     bootstrap interval (reported, never asserted)."""
     out = []
-    for row in rows:
+    for row, where, floor, base in peer_rows(rows, ("shape", "gov", "cus", "spread")):
         cfg = row["cfg"]
-        if cfg in REFERENCES:
-            continue
-        where = {k: row[k] for k in ("shape", "gov", "cus", "spread")}
-        floor = own(rows, cfg, "floor", **where)
-        base = own(rows, cfg, "baseline", **where)
-        if not floor or not base:
-            continue
         t = {**where, "cfg": cfg}
         for m in ("p99", "qps"):
             ratio = row[m] / floor[m] if floor[m] else None
@@ -495,6 +488,19 @@ def own(rows, cfg, ref, **where):
     return find(rows, **where, cfg=OWN[kernel][ref] if kernel else ref)
 
 
+def peer_rows(rows, point):
+    """Each peer's row (not a reference) with its point and the floor and
+    baseline of its own kernel at that point, where both were measured."""
+    for row in rows:
+        if row["cfg"] in REFERENCES:
+            continue
+        where = {k: row[k] for k in point}
+        floor = own(rows, row["cfg"], "floor", **where)
+        base = own(rows, row["cfg"], "baseline", **where)
+        if floor and base:
+            yield row, where, floor, base
+
+
 def burst_targets(rows, tick_ms):
     """Per burst point and peer: the first read's and the others' p99
     against C-states off of the peer's own kernel, and the deep residency
@@ -503,15 +509,8 @@ def burst_targets(rows, tick_ms):
     is informative when deep allowed's first read is slower than C-states
     off's beyond both spreads (there is something to buy)."""
     out = []
-    for row in rows:
+    for row, where, floor, base in peer_rows(rows, ("shape", "gov", "cus", "spread", "burst", "gap_ms")):
         cfg = row["cfg"]
-        if cfg in REFERENCES:
-            continue
-        where = {k: row[k] for k in ("shape", "gov", "cus", "spread", "burst", "gap_ms")}
-        floor = own(rows, cfg, "floor", **where)
-        base = own(rows, cfg, "baseline", **where)
-        if not floor or not base:
-            continue
         t = {**where, "cfg": cfg}
         for m in ("first_p99", "rest_p99"):
             # a burst of one read has no others (-1)

@@ -48,10 +48,7 @@ fn the_table_shows_every_change_the_footer_counts() {
     let env = Env::zoo(Abi::Queue);
     let a = env.profile("a.toml", NVME_AUTO);
     assert_eq!(env.run(&["apply", a.to_str().unwrap()]).code, 0);
-    let b = env.profile(
-        "b.toml",
-        "[[rule]]\nname = \"one\"\nmatch = { name = \"nvme0n1\" }\ncpu_lat_limit_us = 10\n",
-    );
+    let b = env.profile("b.toml", common::NVME0_ONLY);
     let json = env
         .run(&["apply", b.to_str().unwrap(), "--dry-run", "--json"])
         .json();
@@ -380,10 +377,7 @@ fn a_missing_profile_says_where_one_comes_from() {
 #[test]
 fn untouched_disks_are_counted_and_listed_with_v() {
     let env = Env::zoo(Abi::Queue);
-    let p = env.profile(
-        "p.toml",
-        "[[rule]]\nname = \"one\"\nmatch = { name = \"nvme0n1\" }\ncpu_lat_limit_us = 10\n",
-    );
+    let p = env.profile("p.toml", common::NVME0_ONLY);
     let p = p.to_str().unwrap();
     let r = env.run(&["apply", p, "--dry-run"]);
     let line = r

@@ -36,14 +36,8 @@ fn a_held_lock_makes_apply_restore_and_udev_give_up_naming_the_holder() {
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(env.run(&["restore"]).code, 0);
     // a run that holds the lock: this test, as a stopped apply would
-    let mut lock = fs::OpenOptions::new()
-        .write(true)
-        .open(env.state.join("lock"))
-        .unwrap();
-    lock.lock().unwrap();
-    lock.set_len(0).unwrap();
     let holder = std::process::id();
-    writeln!(lock, "{holder} {}", start_time(holder)).unwrap();
+    let lock = hold_lock(&env, &format!("{holder} {}", start_time(holder)));
     let devpath = format!("/{}", env.fx.dir_of("nvme0n1"));
     // a remove is acted on once its disk has gone
     let gone = format!("/{}", env.fx.dir_of("nvme1n1"));
@@ -101,6 +95,19 @@ fn the_lock_file_names_the_run_holding_it() {
     let text = fs::read_to_string(env.state.join("lock")).unwrap();
     let words: Vec<&str> = text.split_whitespace().collect();
     assert_eq!(words, [pid.to_string(), started], "{text:?}");
+}
+
+/// The state lock, held by this test (as a stopped run would hold it),
+/// the lock file saying `text`.
+fn hold_lock(env: &Env, text: &str) -> fs::File {
+    let mut lock = fs::OpenOptions::new()
+        .write(true)
+        .open(env.state.join("lock"))
+        .unwrap();
+    lock.lock().unwrap();
+    lock.set_len(0).unwrap();
+    writeln!(lock, "{text}").unwrap();
+    lock
 }
 
 /// A process's start time as /proc/PID/stat gives it (field 22).
@@ -183,13 +190,7 @@ fn a_pid_reused_by_another_process_is_not_named_as_the_holder() {
         .arg("30")
         .spawn()
         .unwrap();
-    let mut lock = fs::OpenOptions::new()
-        .write(true)
-        .open(env.state.join("lock"))
-        .unwrap();
-    lock.lock().unwrap();
-    lock.set_len(0).unwrap();
-    writeln!(lock, "{} {}", other.id(), words[1]).unwrap();
+    let lock = hold_lock(&env, &format!("{} {}", other.id(), words[1]));
     let mut c = env.cmd();
     c.env("BLKQOS_LOCK_TIMEOUT", "0.5").args(["apply", p]);
     let r = run_within(c, Duration::from_secs(15)).expect("gave up in time");
@@ -215,13 +216,7 @@ fn a_stale_pid_in_the_lock_file_is_not_named_as_the_holder() {
     let mut gone = std::process::Command::new("true").spawn().unwrap();
     let dead = gone.id();
     gone.wait().unwrap();
-    let mut lock = fs::OpenOptions::new()
-        .write(true)
-        .open(env.state.join("lock"))
-        .unwrap();
-    lock.lock().unwrap();
-    lock.set_len(0).unwrap();
-    writeln!(lock, "{dead}").unwrap();
+    let lock = hold_lock(&env, &format!("{dead}"));
     let mut c = env.cmd();
     c.env("BLKQOS_LOCK_TIMEOUT", "0.5").args(["apply", p]);
     let r = run_within(c, Duration::from_secs(15)).expect("gave up in time");

@@ -172,10 +172,7 @@ fn a_failed_save_after_the_writes_reports_them_as_made() {
     assert_eq!(env.run(&["apply", first.to_str().unwrap()]).code, 0);
     // nvme0n1 gets a new value (its original saved before the writes), the
     // other NVMe disks their originals back (forgotten in the save after)
-    let p = env.profile(
-        "p.toml",
-        "[[rule]]\nname = \"one\"\nmatch = { name = \"nvme0n1\" }\ncpu_lat_limit_us = 10\n",
-    );
+    let p = env.profile("p.toml", common::NVME0_ONLY);
     let p = p.to_str().unwrap();
     let before = values(&env);
     let out = env

@@ -11,6 +11,14 @@ fn devpath(env: &Env, name: &str) -> String {
 
 const LIMIT: &str = "queue/cpu_lat_limit_us";
 
+/// md arrays at 2 us: their members take the limit.
+const RAID: &str = r#"
+[[rule]]
+name = "raid"
+match = { name = "md*" }
+cpu_lat_limit_us = 2
+"#;
+
 /// One `blkqos udev` event, given by flags.
 fn udev(env: &Env, action: &str, devpath: &str, profile: &Path) -> Run {
     env.run(&[
@@ -62,15 +70,7 @@ fn add_event_from_udev_environment_tunes_that_disk_only() {
 #[test]
 fn stacked_disk_event_tunes_its_members_and_remove_puts_them_back() {
     let env = Env::zoo(Abi::Queue);
-    let p = env.profile(
-        "p.toml",
-        r#"
-[[rule]]
-name = "raid"
-match = { name = "md*" }
-cpu_lat_limit_us = 2
-"#,
-    );
+    let p = env.profile("p.toml", RAID);
     let dp = devpath(&env, "md0");
     let r = udev(&env, "add", &dp, &p);
     assert_eq!(r.code, 0, "{}", r.stderr);
@@ -258,15 +258,7 @@ cpu_lat_limit_us = "auto"
 #[test]
 fn remove_without_a_profile_puts_back_what_the_disk_alone_held() {
     let env = Env::zoo(Abi::Queue);
-    let p = env.profile(
-        "p.toml",
-        r#"
-[[rule]]
-name = "raid"
-match = { name = "md*" }
-cpu_lat_limit_us = 2
-"#,
-    );
+    let p = env.profile("p.toml", RAID);
     let dp = devpath(&env, "md0");
     assert_eq!(udev(&env, "add", &dp, &p).code, 0);
     assert_eq!(limit(&env, "nvme2n1"), "2");

@@ -199,6 +199,10 @@ pub fn change_paths(doc: &Value) -> Vec<String> {
     v
 }
 
+/// One rule for nvme0n1 alone, at 10 us.
+pub const NVME0_ONLY: &str =
+    "[[rule]]\nname = \"one\"\nmatch = { name = \"nvme0n1\" }\ncpu_lat_limit_us = 10\n";
+
 pub const NVME_AUTO: &str = r#"
 [defaults]
 cpu_lat_timeout_ms = 3
