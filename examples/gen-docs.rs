@@ -105,7 +105,7 @@ fn extra_sections(cmd: &Command) -> Result<String, std::fmt::Error> {
         ),
         (
             EXIT_FAILED,
-            "An operation failed and everything this run wrote was rolled back, or \\fBverify\\fR found a mismatch.",
+            "An operation failed and everything this run wrote was rolled back; or a partial run: an attribute that could not be read was left alone, the state could not be saved after the writes (they stand), or \\fBrestore\\fR left out untrusted state entries (each said in a warning); or \\fBverify\\fR found a mismatch.",
         ),
         (
             EXIT_USAGE,
