@@ -292,8 +292,8 @@ def collect():
                                BURST_METRICS)
     ratios = {}
     for irq, qd in sorted({(h["irq"], h.get("qd", 1)) for h in result["hotpath"]}):
-        runs = [h for h in result["hotpath"] if h["irq"] == irq and h.get("qd", 1) == qd]
-        by = {v: [h for h in runs if h["variant"] == v] for v in {h["variant"] for h in runs}}
+        hp = [h for h in result["hotpath"] if h["irq"] == irq and h.get("qd", 1) == qd]
+        by = {v: [h for h in hp if h["variant"] == v] for v in {h["variant"] for h in hp}}
         # knob on against knob off in the same guest; the others against
         # the kernel without the lease (another guest)
         for v, base in (("on", "off"), ("off", "nopsd"), ("psdmodel", "nopsd"), ("on", "nopsd")):

@@ -43,9 +43,10 @@ pub struct Done {
 
 impl Done {
     /// Whether the run did less than asked though it wrote: an attribute
-    /// it could not read, or the state not saved after the writes.
+    /// it could not read, the state not saved after the writes, or saved
+    /// entries that could not be trusted (dropped by its save).
     pub fn partial(&self) -> bool {
-        !self.plan.unread.is_empty() || self.unsaved.is_some()
+        !self.plan.unread.is_empty() || self.unsaved.is_some() || self.plan.distrusted > 0
     }
 }
 
@@ -172,7 +173,8 @@ impl Engine<'_> {
         };
         // identities and flags are read only when a rule matches on one
         let detail = Detail::for_profile(profile);
-        if let Some(gone) = &scope.removed {
+        // (a restore of a removed disk keeps its scope: that disk's own)
+        if let (Job::Apply { .. }, Some(gone)) = (job, &scope.removed) {
             scope.devices = (state.saved.values())
                 .filter(|s| s.owners.contains(gone))
                 .flat_map(|s| s.owners.iter())

@@ -466,9 +466,10 @@ pub fn build(profile: &Profile, snap: &Snapshot, scope: &Scope) -> Result<Plan, 
         }
         // What could not be saved as read could not be put back: the state's
         // own check (that of every read) decides, so what is saved reads back.
-        if !snap.state.saved.contains_key(&path)
-            && let Err(why) = crate::state::check_entry(&path, &current, &want.contributors)
-        {
+        // (an entry saved already keeps its original; its owners grow)
+        let original =
+            (snap.state.saved.get(&path)).map_or(current.as_str(), |s| s.original.as_str());
+        if let Err(why) = crate::state::check_entry(&path, original, &want.contributors) {
             warnings.push(format!(
                 "{path}: left alone: what it holds now could not be saved to put back ({why})"
             ));

@@ -312,13 +312,15 @@ impl StateDir {
             path: self.dir.clone(),
             why,
         };
-        if fs::symlink_metadata(&self.dir).is_ok_and(|m| m.file_type().is_symlink()) {
+        // "/tmp/x/" would have lstat follow x: the path without it
+        let dir: PathBuf = self.dir.components().collect();
+        if fs::symlink_metadata(&dir).is_ok_and(|m| m.file_type().is_symlink()) {
             return Err(untrusted(
                 "a symbolic link (name the directory itself)".to_string(),
             ));
         }
         let uid = trust::euid();
-        for a in self.dir.ancestors().skip(1) {
+        for a in dir.ancestors().skip(1) {
             if let Ok(m) = fs::symlink_metadata(a)
                 && m.file_type().is_symlink()
                 && m.uid() != 0

@@ -281,6 +281,22 @@ fn remove_without_a_profile_puts_back_what_the_disk_alone_held() {
     assert_eq!(std::fs::read(env.state.join("state.json")).unwrap(), before);
 }
 
+/// The same for a lone disk, whose entries were the last saved: they are
+/// its own, forgotten, not "every saved device gone".
+#[test]
+fn remove_without_a_profile_of_the_last_tuned_disk_forgets_its_entries() {
+    let env = Env::zoo(Abi::Queue);
+    let p = env.profile("p.toml", common::NVME0_ONLY);
+    assert_eq!(env.run(&["apply", p.to_str().unwrap()]).code, 0);
+    std::fs::remove_file(&p).unwrap();
+    let dp = devpath(&env, "nvme0n1");
+    env.fx.remove_disk("nvme0n1");
+    let r = udev(&env, "remove", &dp, &p);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let state = env.state_json();
+    assert!(state["saved"].as_object().unwrap().is_empty(), "{state}");
+}
+
 /// A remove is planned with the profile too: a bad one is refused and
 /// changes nothing, the saved originals included.
 #[test]

@@ -68,7 +68,8 @@ fn a_state_directory_that_is_a_link_or_the_root_is_refused() {
     let link = env.work.join("statelink");
     symlink(&victim, &link).unwrap();
     let before = env.snapshot();
-    for dir in [link.to_str().unwrap(), "/"] {
+    let slash = format!("{}/", link.display());
+    for dir in [link.to_str().unwrap(), slash.as_str(), "/"] {
         for args in [&["apply", p][..], &["restore"]] {
             let r = std::process::Command::new(env!("CARGO_BIN_EXE_blkqos"))
                 .arg("--sysfs")

@@ -1242,6 +1242,7 @@ bx_down() {
 # queue, whose vector lands on a CPU of the APIC's choosing, and fio
 # submits on another; "local" has a queue per CPU, fio on CPU1 and the
 # vector of its queue on CPU1. IO_CPUS: the vector's CPU and fio's.
+nvme_has_disk() { [ -n "$(nvme_disks_of "$1")" ]; }
 nvme_up() { # cus shape
 	local d ctrl q irq
 	BX= ctrl=
@@ -1249,13 +1250,18 @@ nvme_up() { # cus shape
 		# the serial as the controller reports it, blank-padded
 		[ "$(tr -d ' ' <"$d/serial")" != "BENCH$2$1" ] || ctrl=${d##*/}
 	done
+	# the namespace scan is asynchronous: wait for it (10 s)
+	nvme_wait 200 nvme_has_disk "$ctrl" || true
 	BX=$(nvme_disks_of "$ctrl" | head -1)
-	[ -n "$BX" ] || fail "bench-nvme-device BENCH$2$1"
+	[ -n "$BX" ] || {
+		fail "bench-nvme-device BENCH$2$1"
+		return 1
+	}
 	echo 2 >/sys/block/$BX/queue/rq_affinity
 	# the hardware queue CPU1 submits to, numbered from 1 as its vector
 	q=1
 	for d in /sys/block/$BX/mq/*; do
-		tr , '\n' <"$d/cpu_list" | grep -qx 1 || continue
+		tr -d ' ' <"$d/cpu_list" | tr , '\n' | grep -qx 1 || continue
 		q=$((${d##*/} + 1))
 	done
 	irq=$(awk -v n="${ctrl}q$q" '$NF == n { sub(":", "", $1); print $1 }' /proc/interrupts)
@@ -1287,7 +1293,7 @@ pair_runs() { # reps cus spread shape body cfg...
 	while [ $rep -le "$pr_reps" ]; do
 		for run in $(rotate $((rep - 1)) $(aa_pairs "$@")); do
 			cfg=${run%:*} aa=${run#*:}
-			bx_up "$pr_cus" "$pr_spread" "$pr_shape"
+			bx_up "$pr_cus" "$pr_spread" "$pr_shape" || continue
 			peer_on "$cfg"
 			$pr_body
 			peer_off

@@ -216,7 +216,7 @@ fn plan_table(style: Style, plan: &Plan) -> String {
                 d.name.clone(),
                 rule.clone(),
                 limit.clone(),
-                style.dim("(no change)"),
+                "(no change)".to_string(),
                 String::new(),
                 String::new(),
             ]);

@@ -78,8 +78,12 @@ fn remove_without_profile(ctx: &Ctx, name: &str, profile: &Path) -> Result<u8, E
         "{name}: removed; no profile at {}: putting back what it alone held",
         profile.display()
     );
+    // removed: its own entries are forgotten even when they were the last
     let job = Job::Restore {
-        scope: Scope::devices(&[name.to_string()]),
+        scope: Scope {
+            devices: vec![name.to_string()],
+            removed: Some(name.to_string()),
+        },
         forget_missing: false,
     };
     match ctx.engine().run(&job) {
