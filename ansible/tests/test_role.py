@@ -334,7 +334,10 @@ def test_lock_busy(tmp):
     with open(os.path.join(h.state, "lock"), "r+") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         lock.truncate(0)
-        lock.write(str(os.getpid()))
+        # as a run names itself: its pid and start time (field 22 of its stat)
+        with open("/proc/self/stat") as stat:
+            started = stat.read().rsplit(")", 1)[1].split()[19]
+        lock.write("%d %s\n" % (os.getpid(), started))
         lock.flush()
         rc, out, _ = h.play(extra={"blkqos_lock_timeout": 0.2, "blkqos_verify": False})
     check("a held state lock fails the apply as busy, naming the holder",
