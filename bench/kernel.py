@@ -335,11 +335,9 @@ def calibration(lat, idle):
                  for m, v in ms.items()} for cfg, ms in CALIBRATION.items() if cfg != "floor"}
     out = []
     for shape in sorted({p["shape"] for p in lat}):
-        where = {"shape": shape, "gov": "menu", "cus": 20, "qd": 1}
-        if shape.startswith("nvme"):
-            where["spread"] = 0
-        else:
-            where["spread"] = 50
+        # QEMU's null-co has one latency, no spread
+        where = {"shape": shape, "gov": "menu", "cus": 20, "qd": 1,
+                 "spread": 0 if shape.startswith("nvme") else 50}
         floor = find(lat, **where, cfg="floor")
         if not floor:
             continue

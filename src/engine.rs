@@ -42,11 +42,11 @@ pub struct Done {
 }
 
 impl Done {
-    /// Whether the run did less than asked though it wrote: an attribute
-    /// it could not read, the state not saved after the writes, or saved
-    /// entries that could not be trusted (dropped by its save).
+    /// Whether the run did less than asked though it wrote: its plan
+    /// left something out (Plan::partial), or the state was not saved
+    /// after the writes.
     pub fn partial(&self) -> bool {
-        !self.plan.unread.is_empty() || self.unsaved.is_some() || self.plan.distrusted > 0
+        self.plan.partial() || self.unsaved.is_some()
     }
 }
 

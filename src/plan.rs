@@ -133,6 +133,14 @@ pub struct Plan {
     pub unread: Vec<(String, String)>,
 }
 
+impl Plan {
+    /// Whether the plan leaves something out that was asked for: an
+    /// attribute it could not read, or saved entries it could not trust.
+    pub fn partial(&self) -> bool {
+        !self.unread.is_empty() || self.distrusted > 0
+    }
+}
+
 /// What a plan covers.
 #[derive(Debug, Clone, Default)]
 pub struct Scope {

@@ -414,11 +414,10 @@ fn read_state(path: &Path) -> Result<State, StateError> {
         path: path.to_path_buf(),
         reason,
     };
-    let state: State = serde_json::from_str(&text).map_err(|e| corrupt(e.to_string()))?;
+    let mut state: State = serde_json::from_str(&text).map_err(|e| corrupt(e.to_string()))?;
     if state.schema != SCHEMA {
         return Err(corrupt(format!("schema {} is not {SCHEMA}", state.schema)));
     }
-    let mut state = state;
     for why in prune(&mut state) {
         log::warn!(
             "{}: {why}: that entry is left out (the others are used)",

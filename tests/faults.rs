@@ -184,10 +184,7 @@ fn a_failed_save_after_the_writes_reports_them_as_made() {
     let now = values(&env);
     let doc = r.json();
     let file = |rel: &str| std::fs::canonicalize(env.fx.root().join(rel)).unwrap();
-    let paths: Vec<String> = (doc["devices"].as_array().unwrap().iter())
-        .flat_map(|d| d["changes"].as_array().unwrap().clone())
-        .map(|c| c["path"].as_str().unwrap().to_string())
-        .collect();
+    let paths = common::change_paths(&doc);
     if now == before {
         assert_eq!(doc["changed"], false, "{doc}");
     } else {

@@ -129,8 +129,6 @@ pub fn apply(
                     .map(|p| format!("{p}: vanished before it was written; skipped")),
             );
             emit_plan(ctx.style, &plan, false, json, &[], &profile, out);
-            // an attribute left alone unread, or the state not saved after
-            // the writes: a partial run
             Ok(if partial { EXIT_FAILED } else { 0 })
         }
         Err(failed) => {
@@ -208,8 +206,7 @@ fn plan_table(style: Style, plan: &Plan) -> String {
             // no rule now: what blkqos wrote for it goes back
             None => "(none: put back)",
         };
-        // a profile's strings reach the terminal too
-        let rule = escape_control(rule).into_owned();
+        let rule = rule.to_string();
         let limit = d.limit_text().unwrap_or_else(|| "-".into());
         if d.changes.is_empty() {
             rows.push(vec![

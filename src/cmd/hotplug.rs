@@ -123,7 +123,6 @@ pub fn coldplug(ctx: &Ctx, profile: &Path) -> Result<u8, Error> {
         plan.devices.iter().filter(|d| d.rule.is_some()).count(),
         plan.changes().count()
     );
-    // an attribute that could not be read was left alone: partial
     Ok(if partial { EXIT_FAILED } else { 0 })
 }
 

@@ -7,7 +7,7 @@ use crate::abi::{Abi, knobs};
 use crate::discover::{self, Detail, Device, Extent};
 use crate::error::Error;
 use crate::plan::LimitMode;
-use crate::report::{escape_control, human_size, table, warn_all};
+use crate::report::{human_size, table, warn_all};
 use crate::snapshot::Snapshot;
 use crate::state::State;
 use serde::Serialize;
@@ -147,12 +147,12 @@ pub fn list(ctx: &Ctx, json: bool, out: &mut String) -> Result<u8, Error> {
                 d.name.clone(),
                 d.kind.as_str().into(),
                 d.transport.to_string(),
-                escape_control(&dash(d.model.as_deref())).into_owned(),
+                dash(d.model.as_deref()),
                 human_size(d.size_bytes),
                 d.abi.describe().into(),
                 // the kernel's text, escaped before it reaches a terminal
-                escape_control(&dash(r.knobs.limit_text.as_deref())).into_owned(),
-                escape_control(&dash(r.knobs.timeout_text.as_deref())).into_owned(),
+                dash(r.knobs.limit_text.as_deref()),
+                dash(r.knobs.timeout_text.as_deref()),
                 lower,
                 note,
             ]

@@ -31,20 +31,23 @@ pub fn restore(
         forget_missing,
     };
     let mut left = super::lease::LeftPutBack::default();
-    let mut unsaved = false;
-    let (mut plan, forgotten): (Plan, usize) = if dry_run {
+    // a partial restore (entries left out as untrusted, the state not
+    // saved after the writes) exits 1
+    let (mut plan, forgotten, partial): (Plan, usize, bool) = if dry_run {
         let plan = ctx.engine().preview(&job)?.plan;
         let n = plan.forget.len();
-        (plan, n)
+        let partial = plan.partial();
+        (plan, n, partial)
     } else {
         let done = ctx.engine().run(&job).map_err(|f| f.error)?;
-        unsaved = done.unsaved.is_some();
+        let partial = done.partial();
         let mut plan = done.plan;
         plan.warnings.extend(
             (done.vanished.iter()).map(|p| format!("{p}: vanished; forgetting its saved value")),
         );
-        (plan, done.forgotten)
+        (plan, done.forgotten, partial)
     };
+    let code = if partial { EXIT_FAILED } else { 0 };
     if devices.is_empty() {
         // what a killed `blkqos lease` left on the CPUs
         left = super::lease::put_back_left(ctx, dry_run)?;
@@ -86,11 +89,7 @@ pub fn restore(
             )
             .render(),
         );
-        return Ok(if plan.distrusted > 0 || unsaved {
-            EXIT_FAILED
-        } else {
-            0
-        });
+        return Ok(code);
     }
     let rows: Vec<Vec<String>> = (devices.iter())
         .flat_map(|d| {
@@ -115,10 +114,5 @@ pub fn restore(
         ));
     }
     warn_all(&plan.warnings);
-    // entries of the state left out as untrustworthy were not put back
-    Ok(if plan.distrusted > 0 || unsaved {
-        EXIT_FAILED
-    } else {
-        0
-    })
+    Ok(code)
 }

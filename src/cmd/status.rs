@@ -229,10 +229,9 @@ pub fn status(ctx: &Ctx, json: bool, out: &mut String) -> Result<u8, Error> {
                 vec![
                     format!("  {}", t.name),
                     t.abi.into(),
-                    // the kernel's text, escaped: a broken or fake sysfs
-                    // must not reach the terminal's control sequences
-                    escape_control(t.knobs.limit_text.as_deref().unwrap_or("-")).into_owned(),
-                    escape_control(t.knobs.timeout_text.as_deref().unwrap_or("-")).into_owned(),
+                    // the kernel's text (table() escapes it)
+                    t.knobs.limit_text.as_deref().unwrap_or("-").into(),
+                    t.knobs.timeout_text.as_deref().unwrap_or("-").into(),
                     format_cpus(&t.cpus),
                 ]
             })
@@ -325,7 +324,7 @@ fn residency_table(style: Style, cpus: &[CpuStatus]) -> String {
             };
             vec![
                 format!("  state{}", s.index),
-                escape_control(s.name).into_owned(),
+                s.name.to_string(),
                 s.latency_us.to_string(),
                 s.residency_us.to_string(),
                 match s.disabled {

@@ -149,13 +149,7 @@ pub fn frame(style: Style, header: &str, view: &View, prev: &Sample, cur: &Sampl
                 (Some(a), Some(b)) => (rate(a.reads, b.reads), rate(a.writes, b.writes)),
                 _ => ("-".into(), "-".into()),
             };
-            vec![
-                escape_control(&disk.name).into_owned(),
-                r,
-                w,
-                limit.clone(),
-                timeout.clone(),
-            ]
+            vec![disk.name.clone(), r, w, limit.clone(), timeout.clone()]
         })
         .collect();
     let disks = table(
