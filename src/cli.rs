@@ -241,7 +241,8 @@ pub enum Command {
         unless_kernel_lease: bool,
     },
     /// Live view: per disk IOPS and the limit in force, per CPU the share of
-    /// time in each idle state and the lease; q quits
+    /// time in each idle state and the lease, disks and CPUs scanned again
+    /// every interval; q quits, a hang-up of the terminal ends it (129)
     Top {
         /// Seconds between refreshes (0.1 to 3600)
         #[arg(long, default_value = "1", value_name = "SECONDS", value_parser = parse_interval)]

@@ -298,3 +298,70 @@ fn top_without_a_terminal_says_so_and_draws_nothing() {
     assert_eq!(r.stdout, "");
     r.assert_stderr_has("top draws on a terminal");
 }
+
+/// Whether a process is gone (or a zombie nobody has reaped yet).
+fn ended(pid: &str) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // the state follows the command's closing parenthesis
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
+        Err(_) => true,
+    }
+}
+
+/// The terminal goes away under top (tmux killed, as an ssh connection
+/// that drops): top ends instead of reading end-of-file for ever.
+#[test]
+fn top_ends_when_its_terminal_hangs_up() {
+    if !has_tmux() {
+        return;
+    }
+    let session = Session::start();
+    until(
+        &session.tmux,
+        "the first frame",
+        || {},
+        |s| s.contains("cpu3"),
+    );
+    let pid = std::fs::read_to_string(&session.pid).expect("pid written");
+    let pid = pid.trim();
+    session.tmux.cmd(&["kill-server"]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !ended(pid) {
+        if Instant::now() > deadline {
+            let _ = Command::new("kill").args(["-KILL", pid]).status();
+            panic!("top still runs 10 s after its terminal hung up");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Disks that come and go while top runs (hot-plug, md/dm arrays made and
+/// stopped): the view follows.
+#[test]
+fn top_shows_disks_added_and_drops_disks_removed_while_it_runs() {
+    if !has_tmux() {
+        return;
+    }
+    let mut session = Session::start();
+    let first = until(
+        &session.tmux,
+        "the first frame",
+        || {},
+        |s| s.contains("cpu3"),
+    );
+    assert!(first.contains("\nsdb "), "{first}");
+    assert!(!first.contains("nvme7n1"), "{first}");
+    let added = session.env.fx.nvme(7, "HOT ADDED", "S7");
+    session.env.fx.remove_disk("sdb");
+    let after = until(
+        &session.tmux,
+        "the added disk, without the removed one",
+        || {},
+        |s| s.contains(&format!("\n{added} ")) && !s.contains("\nsdb "),
+    );
+    assert!(line(&after, "nvme0n1 ").contains("4 us"), "{after}");
+    session.tmux.cmd(&["send-keys", "-t", "top", "q"]);
+    session.assert_restored(0);
+}

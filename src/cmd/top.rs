@@ -20,7 +20,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-/// What the view shows, fixed at start: the disks and CPUs.
+/// What the view shows: the disks and CPUs, scanned again every frame
+/// (disks and CPUs come and go while it runs).
 pub struct View {
     pub disks: Vec<Disk>,
     pub cpus: Vec<u32>,
@@ -32,15 +33,23 @@ pub struct Disk {
     pub targets: Vec<(String, Abi)>,
 }
 
-/// One reading of every counter the view shows.
+/// One reading of every counter the view shows, each named, so that a
+/// frame matches two readings across a rescan.
 pub struct Sample {
     pub at: Instant,
-    /// Per disk, in `View::disks` order: counters, limit and timeout text.
-    pub disks: Vec<(Option<DiskStat>, String, String)>,
-    /// Per CPU, in `View::cpus` order.
-    pub cpus: Vec<(Vec<IdleState>, Option<LeaseRead>)>,
+    pub disks: Vec<DiskSample>,
+    /// Per CPU: its number, idle states and lease.
+    pub cpus: Vec<(u32, Vec<IdleState>, Option<LeaseRead>)>,
     /// What a running `blkqos lease` holds (the lease from user space).
     pub user: Option<Published>,
+}
+
+pub struct DiskSample {
+    pub name: String,
+    pub stat: Option<DiskStat>,
+    /// The limit and timeout cells.
+    pub limit: String,
+    pub timeout: String,
 }
 
 /// A CPU's lease as read: the lease, or the text that did not parse.
@@ -95,16 +104,18 @@ impl View {
                 let timeout: Vec<String> = (knob(knobs::timeout_path, targets).iter())
                     .map(|ms| format!("{ms} ms"))
                     .collect();
-                (
-                    iostat::read(&ctx.sysfs, name),
-                    joined(&limit),
-                    joined(&timeout),
-                )
+                DiskSample {
+                    name: name.clone(),
+                    stat: iostat::read(&ctx.sysfs, name),
+                    limit: joined(&limit),
+                    timeout: joined(&timeout),
+                }
             })
             .collect();
         let cpus = (self.cpus.iter())
             .map(|&c| {
                 (
+                    c,
                     idle::cpu_states(&ctx.sysfs, c),
                     // `top` cannot print a warning under its screen: the
                     // cell says `?` (`Some(Err)`)
@@ -131,8 +142,9 @@ fn joined(values: &[String]) -> String {
 }
 
 /// The screen's lines for the interval from `prev` to `cur` (the same
-/// sample on the first frame: no rates yet).
-pub fn frame(style: Style, header: &str, view: &View, prev: &Sample, cur: &Sample) -> Vec<String> {
+/// sample on the first frame: no rates yet). What `cur` has is shown; a
+/// disk or CPU `prev` lacks (just added) has no rates yet.
+pub fn frame(style: Style, header: &str, prev: &Sample, cur: &Sample) -> Vec<String> {
     let secs = cur.at.duration_since(prev.at).as_secs_f64();
     let rate = |a: u64, b: u64| {
         if secs > 0.0 {
@@ -143,13 +155,22 @@ pub fn frame(style: Style, header: &str, view: &View, prev: &Sample, cur: &Sampl
     };
     let mut lines = vec![header.to_string(), String::new()];
     // limit and timeout cells are the kernel's text: escaped in `sample`
-    let rows: Vec<Vec<String>> = (view.disks.iter().zip(&prev.disks).zip(&cur.disks))
-        .map(|((disk, (before, _, _)), (now, limit, timeout))| {
-            let (r, w) = match (before, now) {
+    let rows: Vec<Vec<String>> = (cur.disks.iter())
+        .map(|now| {
+            let before = (prev.disks.iter())
+                .find(|d| d.name == now.name)
+                .and_then(|d| d.stat.as_ref());
+            let (r, w) = match (before, &now.stat) {
                 (Some(a), Some(b)) => (rate(a.reads, b.reads), rate(a.writes, b.writes)),
                 _ => ("-".into(), "-".into()),
             };
-            vec![disk.name.clone(), r, w, limit.clone(), timeout.clone()]
+            vec![
+                now.name.clone(),
+                r,
+                w,
+                now.limit.clone(),
+                now.timeout.clone(),
+            ]
         })
         .collect();
     let disks = table(
@@ -162,8 +183,8 @@ pub fn frame(style: Style, header: &str, view: &View, prev: &Sample, cur: &Sampl
 
     // the columns are the first table's states; other CPUs are matched by index
     let states: Vec<(u32, String)> = (cur.cpus.iter())
-        .find(|(t, _)| !t.is_empty())
-        .map(|(t, _)| {
+        .find(|(_, t, _)| !t.is_empty())
+        .map(|(_, t, _)| {
             (t.iter())
                 .map(|s| (s.index, escape_control(&s.name).into_owned()))
                 .collect()
@@ -172,9 +193,12 @@ pub fn frame(style: Style, header: &str, view: &View, prev: &Sample, cur: &Sampl
     let mut header: Vec<&str> = vec!["CPU"];
     header.extend(states.iter().map(|(_, n)| n.as_str()));
     header.push("LEASE");
-    let rows: Vec<Vec<String>> = (view.cpus.iter().zip(&prev.cpus).zip(&cur.cpus))
-        .map(|((cpu, (before, _)), (now, lease))| {
+    let rows: Vec<Vec<String>> = (cur.cpus.iter())
+        .map(|(cpu, now, lease)| {
             let mut row = vec![format!("cpu{cpu}")];
+            let before = (prev.cpus.iter())
+                .find(|(c, _, _)| c == cpu)
+                .map_or(&[][..], |(_, t, _)| t);
             for (index, _) in &states {
                 let time =
                     |t: &[IdleState]| t.iter().find(|s| s.index == *index).map(|s| s.time_us);
@@ -299,13 +323,48 @@ fn quits(k: &KeyEvent) -> bool {
 /// view within this, whatever the interval.
 const SIGNAL_CHECK: Duration = Duration::from_millis(100);
 
+#[derive(PartialEq)]
+enum Input {
+    /// Bytes to read, or the time ran out.
+    Maybe,
+    /// The terminal is gone: its reads give end-of-file from now on.
+    HungUp,
+}
+
+/// Wait on the terminal (standard input, which `top` checked is one) for
+/// up to `timeout`. crossterm's own wait reads end-of-file in a loop once
+/// the terminal hangs up, and never returns to look at the signal flag.
+fn wait_for_input(timeout: Duration) -> std::io::Result<Input> {
+    let mut fd = libc::pollfd {
+        fd: libc::STDIN_FILENO,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // rounded up, or the last millisecond is a spin; at most SIGNAL_CHECK,
+    // far below i32::MAX ms
+    let ms = i32::try_from(timeout.as_micros().div_ceil(1000)).unwrap_or(i32::MAX);
+    // SAFETY: one live pollfd, and its count is 1.
+    if unsafe { libc::poll(&mut fd, 1, ms) } < 0 {
+        let e = std::io::Error::last_os_error();
+        // a signal: the caller looks at its flag
+        return match e.kind() {
+            std::io::ErrorKind::Interrupted => Ok(Input::Maybe),
+            _ => Err(e),
+        };
+    }
+    if fd.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0 {
+        return Ok(Input::HungUp);
+    }
+    Ok(Input::Maybe)
+}
+
 pub fn top(ctx: &Ctx, interval: Duration) -> Result<u8, Error> {
     if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
         return Err(Error::Usage(
             "top draws on a terminal; `blkqos status` or `blkqos metrics` print one reading".into(),
         ));
     }
-    let view = View::scan(ctx)?;
+    let mut view = View::scan(ctx)?;
     let signal = Arc::new(AtomicUsize::new(0));
     for sig in [
         signal_hook::consts::SIGINT,
@@ -335,7 +394,7 @@ pub fn top(ctx: &Ctx, interval: Duration) -> Result<u8, Error> {
     );
     let screen = Screen::enter().map_err(Error::Terminal)?;
     let mut prev = view.sample(ctx);
-    let mut lines = frame(ctx.style, &header, &view, &prev, &prev);
+    let mut lines = frame(ctx.style, &header, &prev, &prev);
     draw(&lines).map_err(Error::Terminal)?;
     let code = 'run: loop {
         let deadline = Instant::now() + interval;
@@ -348,7 +407,13 @@ pub fn top(ctx: &Ctx, interval: Duration) -> Result<u8, Error> {
             if left.is_zero() {
                 break;
             }
-            if event::poll(left.min(SIGNAL_CHECK)).map_err(Error::Terminal)? {
+            if wait_for_input(left.min(SIGNAL_CHECK)).map_err(Error::Terminal)? == Input::HungUp {
+                // as a shell reports a process SIGHUP ended
+                break 'run 128 + libc::SIGHUP as u8;
+            }
+            // keys typed, or a resize crossterm saw through its own signal
+            // pipe: only what is already there, never a wait in crossterm
+            while event::poll(Duration::ZERO).map_err(Error::Terminal)? {
                 match event::read().map_err(Error::Terminal)? {
                     Event::Key(k) if quits(&k) => break 'run 0,
                     Event::Resize(..) => draw(&lines).map_err(Error::Terminal)?,
@@ -356,8 +421,13 @@ pub fn top(ctx: &Ctx, interval: Duration) -> Result<u8, Error> {
                 }
             }
         }
+        // a failed rescan (a disk half gone) keeps the last view; the
+        // next frame tries again
+        if let Ok(v) = View::scan(ctx) {
+            view = v;
+        }
         let cur = view.sample(ctx);
-        lines = frame(ctx.style, &header, &view, &prev, &cur);
+        lines = frame(ctx.style, &header, &prev, &cur);
         draw(&lines).map_err(Error::Terminal)?;
         prev = cur;
     };
@@ -392,12 +462,12 @@ mod tests {
         let mut after = view.sample(&ctx);
         after.at = before.at + Duration::from_secs(1);
 
-        let first = frame(ctx.style, "h", &view, &before, &before).join("\n");
+        let first = frame(ctx.style, "h", &before, &before).join("\n");
         assert!(
             first.contains("nvme0n1  -       -        4 us   3 ms"),
             "{first}"
         );
-        let text = frame(ctx.style, "h", &view, &before, &after).join("\n");
+        let text = frame(ctx.style, "h", &before, &after).join("\n");
         assert!(
             text.contains("nvme0n1  500     0        4 us   3 ms"),
             "{text}"
@@ -437,7 +507,7 @@ mod tests {
             detect: "tracepoint".into(),
             cpus: [(0, cpu(Some(10))), (1, cpu(None))].into(),
         });
-        let text = frame(ctx.style, "h", &view, &s, &s).join("\n");
+        let text = frame(ctx.style, "h", &s, &s).join("\n");
         let row = |c: &str| {
             text.lines()
                 .find(|l| l.starts_with(c))
@@ -463,7 +533,7 @@ mod tests {
         };
         let view = View::scan(&ctx).expect("scan");
         let s = view.sample(&ctx);
-        let text = frame(ctx.style, "h", &view, &s, &s).join("\n");
+        let text = frame(ctx.style, "h", &s, &s).join("\n");
         assert!(!text.contains('\x1b') && !text.contains('\x07'), "{text:?}");
         assert!(
             text.contains(r"\x1b[2J us") && text.contains(r"3\x07 ms"),
