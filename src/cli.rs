@@ -192,6 +192,10 @@ pub enum Command {
         /// The event's device path below the sysfs root; udev sets DEVPATH
         #[arg(long, env = "DEVPATH")]
         devpath: Option<String>,
+        /// Which disk the event is for (a name is reused, its diskseq
+        /// never); udev sets DISKSEQ (kernel 5.15+)
+        #[arg(long, env = "DISKSEQ")]
+        diskseq: Option<u64>,
         /// The profile; drop-ins are read from blkqos.d beside it
         #[arg(default_value = DEFAULT_PROFILE)]
         profile: PathBuf,

@@ -79,10 +79,15 @@ impl Engine<'_> {
             .state
             .lock()
             .map_err(|e| failed(needs_root(job, e), None))?;
+        let replaced = forget_replaced(self.sysfs, &mut locked.state);
+        if !replaced.is_empty() {
+            locked.save().map_err(|e| failed(e.into(), None))?;
+        }
         let (snap, scope) = self
             .snapshot(job, locked.state.clone(), None)
             .map_err(|e| failed(e.into(), None))?;
         let mut plan = plan_for(job, &snap, &scope).map_err(|e| failed(e, None))?;
+        plan.warnings.splice(0..0, replaced);
         match transaction::write(self.sysfs, &mut locked, &plan) {
             Ok(written) => {
                 let done: HashSet<&str> = written.changes.iter().map(|w| w.path.as_str()).collect();
@@ -123,8 +128,11 @@ impl Engine<'_> {
             // would go back to their originals.
             Job::Apply { .. } => self.read_state(WITHOUT_STATE)?,
         };
+        let mut state = state;
+        let replaced = forget_replaced(self.sysfs, &mut state);
         let (snapshot, scope) = self.snapshot(job, state, inventory)?;
-        let plan = plan_for(job, &snapshot, &scope)?;
+        let mut plan = plan_for(job, &snapshot, &scope)?;
+        plan.warnings.splice(0..0, replaced);
         Ok(Preview {
             snapshot,
             plan,
@@ -213,6 +221,35 @@ impl Engine<'_> {
         let snap = Snapshot::take_within(self.sysfs, inventory, state, profile, reach.as_ref());
         Ok((snap, scope))
     }
+}
+
+/// Names whose disk is another one now (a hot swap, an array made again,
+/// its remove not handled yet): what the one before saved under its own
+/// directory left with it, and the name's rule is planned afresh, so the
+/// new disk's values are its own originals. Values saved on other disks
+/// for it (an array's members) stay: they are those disks' originals.
+/// One warning per name.
+pub fn forget_replaced(sysfs: &Sysfs, state: &mut State) -> Vec<String> {
+    let replaced: Vec<(String, crate::disk_id::DiskId, crate::disk_id::DiskId)> =
+        (state.disks.iter())
+            .filter_map(|(name, was)| {
+                let now = crate::disk_id::DiskId::read(sysfs, name)?;
+                (!now.same_disk(was)).then(|| (name.clone(), was.clone(), now))
+            })
+            .collect();
+    let mut warnings = Vec::new();
+    for (name, was, now) in replaced {
+        let own = format!("block/{name}/");
+        let before = state.saved.len();
+        state.saved.retain(|path, _| !path.starts_with(&own));
+        state.rules.remove(&name);
+        state.disks.remove(&name);
+        warnings.push(format!(
+            "{name}: another disk has the name now ({now}, was {was}): {} value(s) saved for the one before forgotten",
+            before - state.saved.len()
+        ));
+    }
+    warnings
 }
 
 /// A state directory closed to a user who is not root, or one that is

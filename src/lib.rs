@@ -8,6 +8,7 @@ pub mod cmd;
 pub mod conflicts;
 pub mod devname;
 pub mod discover;
+pub mod disk_id;
 pub mod engine;
 pub mod error;
 pub mod idle;

@@ -109,8 +109,15 @@ fn run(ctx: &Ctx, command: &Command, out: &mut String) -> Result<u8, Error> {
         Command::Udev {
             action,
             devpath,
+            diskseq,
             profile,
-        } => cmd::hotplug::udev(ctx, action.as_deref(), devpath.as_deref(), profile),
+        } => cmd::hotplug::udev(
+            ctx,
+            action.as_deref(),
+            devpath.as_deref(),
+            *diskseq,
+            profile,
+        ),
         Command::Coldplug { profile } => cmd::hotplug::coldplug(ctx, profile),
         Command::Metrics {
             profile, output, ..

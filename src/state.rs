@@ -12,6 +12,7 @@
 //! blkqos writes, with values the kernel could have reported for them.
 
 use crate::abi::knobs::{LIMIT_MAX_US, TIMEOUT_MAX_MS};
+use crate::disk_id::DiskId;
 use crate::profile::is_queue_attr_name;
 use crate::trust;
 use crate::uevent::is_kernel_name;
@@ -57,6 +58,10 @@ pub struct State {
     /// Device -> the rule that owned it at the last apply.
     #[serde(default)]
     pub rules: BTreeMap<String, String>,
+    /// Device -> which disk the name stood for when values were saved for
+    /// it (names are reused: see disk_id).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub disks: BTreeMap<String, DiskId>,
     /// CPU attribute path -> what `blkqos lease` puts back there.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub leases: BTreeMap<String, LeaseSaved>,
@@ -81,6 +86,7 @@ impl Default for State {
             schema: SCHEMA,
             saved: BTreeMap::new(),
             rules: BTreeMap::new(),
+            disks: BTreeMap::new(),
             leases: BTreeMap::new(),
             distrusted: 0,
         }

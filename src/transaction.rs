@@ -5,6 +5,7 @@ use std::collections::BTreeSet;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use crate::disk_id::DiskId;
 use crate::parallel;
 use crate::plan::{Change, Plan, is_scheduler, same_value};
 use crate::snapshot::device_dir;
@@ -241,6 +242,14 @@ fn roll_back(
     }
 }
 
+/// The disks the state names: by a rule or as an owner of a saved value.
+fn keep_named_disks(state: &mut crate::state::State) {
+    let named: BTreeSet<&String> = (state.rules.keys())
+        .chain(state.saved.values().flat_map(|s| s.owners.iter()))
+        .collect();
+    state.disks.retain(|d, _| named.contains(d));
+}
+
 /// What a change's path held before blkqos: what it reads now, but on a
 /// CPU a `blkqos lease` holds, the value from before the lease.
 fn original(state: &crate::state::State, c: &Change) -> String {
@@ -280,7 +289,20 @@ pub fn write(sysfs: &Sysfs, locked: &mut Locked, plan: &Plan) -> Result<Written,
             Some(r) => locked.state.rules.insert(device.clone(), r.clone()),
             None => locked.state.rules.remove(device),
         };
+        // which disk the name is now: saved once, at the first apply that
+        // found it, and checked by every run after (engine::forget_replaced)
+        if let Some(id) = DiskId::read(sysfs, device) {
+            locked.state.disks.entry(device.clone()).or_insert(id);
+        }
     }
+    for c in &changes {
+        for d in &c.contributors {
+            if let Some(id) = DiskId::read(sysfs, d) {
+                locked.state.disks.entry(d.clone()).or_insert(id);
+            }
+        }
+    }
+    keep_named_disks(&mut locked.state);
     if !changes.is_empty() || locked.state != before_state {
         locked.save()?;
     }
@@ -297,6 +319,7 @@ pub fn write(sysfs: &Sysfs, locked: &mut Locked, plan: &Plan) -> Result<Written,
             for s in locked.state.saved.values_mut() {
                 s.owners.retain(|o| !plan.disown.contains(o));
             }
+            keep_named_disks(&mut locked.state);
             w.forgotten = written.saved.len() - locked.state.saved.len();
             if locked.state != written
                 && let Err(e) = locked.save()

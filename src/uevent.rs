@@ -4,6 +4,7 @@
 //! like any other: the device path must name a whole disk of the block
 //! subsystem inside the sysfs root, or the event is refused.
 
+use crate::disk_id::DiskId;
 use crate::sysfs::Sysfs;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,6 +29,9 @@ pub struct Event {
     pub action: Action,
     /// Kernel name of the whole disk (`nvme0n1`).
     pub name: String,
+    /// A remove of an earlier disk of that name: another disk has it now
+    /// (the diskseq it had).
+    pub earlier: Option<u64>,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -50,6 +54,7 @@ pub fn parse(
     sysfs: &Sysfs,
     action: Option<&str>,
     devpath: Option<&str>,
+    diskseq: Option<u64>,
 ) -> Result<Option<Event>, HotplugError> {
     let action = match action.ok_or(HotplugError::Missing("ACTION", "action"))? {
         "add" => Action::Add,
@@ -78,18 +83,29 @@ pub fn parse(
     if !is_kernel_name(name) {
         return Err(bad("not a block device name"));
     }
-    let event = Event {
+    let mut event = Event {
         action,
         name: name.to_string(),
+        earlier: None,
     };
     // A removed device has left sysfs: only its name can be checked. The
     // kernel unlinks block/<name> before it sends remove (del_gendisk), so
     // a remove while it is there is synthetic (`udevadm trigger -c
     // remove`) or forged, whatever DEVPATH says: acting on it would put
     // back the values of a disk still in use and forget its originals.
+    // Unless the event says which disk it was for (DISKSEQ) and the disk
+    // there now is another one: the name was given again before this
+    // remove was handled.
     if action == Action::Remove {
         if sysfs.exists(&format!("block/{name}")) {
-            return Err(HotplugError::StillPresent(name.to_string()));
+            let now = DiskId::read(sysfs, name).and_then(|id| id.diskseq);
+            return match (diskseq, now) {
+                (Some(gone), Some(now)) if gone != now => {
+                    event.earlier = Some(gone);
+                    Ok(Some(event))
+                }
+                _ => Err(HotplugError::StillPresent(name.to_string())),
+            };
         }
         return Ok(Some(event));
     }
@@ -149,21 +165,27 @@ mod tests {
     #[test]
     fn whole_disk_is_accepted_partition_ignored() {
         let (_t, sysfs, disk, part) = tree();
-        let e = parse(&sysfs, Some("add"), Some(&disk)).expect("ok");
+        let e = parse(&sysfs, Some("add"), Some(&disk), None).expect("ok");
         assert_eq!(
             e,
             Some(Event {
                 action: Action::Add,
-                name: "nvme0n1".into()
+                name: "nvme0n1".into(),
+                earlier: None,
             })
         );
-        assert_eq!(parse(&sysfs, Some("change"), Some(&part)), Ok(None));
+        assert_eq!(parse(&sysfs, Some("change"), Some(&part), None), Ok(None));
     }
 
     #[test]
     fn remove_needs_only_a_valid_name() {
         let (_t, sysfs, _, _) = tree();
-        let e = parse(&sysfs, Some("remove"), Some("/devices/virtual/block/nb7"));
+        let e = parse(
+            &sysfs,
+            Some("remove"),
+            Some("/devices/virtual/block/nb7"),
+            None,
+        );
         assert_eq!(e.expect("ok").map(|e| e.name), Some("nb7".into()));
     }
 
@@ -187,7 +209,7 @@ mod tests {
             (Some("remove"), Some("/devices/virtual/block/nvme0n1")),
         ] {
             assert!(
-                parse(&sysfs, action, devpath).is_err(),
+                parse(&sysfs, action, devpath, None).is_err(),
                 "{action:?} {devpath:?} was accepted"
             );
         }

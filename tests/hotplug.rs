@@ -316,3 +316,62 @@ fn remove_with_a_bad_profile_changes_nothing() {
     assert_eq!(env.snapshot(), before);
     assert_eq!(std::fs::read(env.state.join("state.json")).unwrap(), state);
 }
+
+/// nvme0n1 taken away without its remove being handled yet, and another
+/// disk given the name (an NVMe hot swap, an md array made again), whose
+/// limit someone set to 25: returns the new disk's diskseq and the old one's.
+fn reuse_nvme0n1(env: &mut Env, p: &Path) -> (String, String) {
+    let dp = devpath(env, "nvme0n1");
+    assert_eq!(udev(env, "add", &dp, p).code, 0);
+    let old = env.get("block/nvme0n1/diskseq");
+    env.fx.remove_disk("nvme0n1");
+    assert_eq!(env.fx.nvme_ns(0, 1), "nvme0n1");
+    env.fx.put(&format!("block/nvme0n1/{LIMIT}"), "25");
+    let new = env.get("block/nvme0n1/diskseq");
+    assert_ne!(old, new);
+    (new, old)
+}
+
+#[test]
+fn a_disk_given_a_name_used_before_keeps_its_own_originals() {
+    let mut env = Env::zoo(Abi::Queue);
+    let p = env.profile("p.toml", NVME_AUTO);
+    reuse_nvme0n1(&mut env, &p);
+    let add = udev(&env, "add", &devpath(&env, "nvme0n1"), &p);
+    assert_eq!(add.code, 0, "{}", add.stderr);
+    assert_eq!(limit(&env, "nvme0n1"), "4");
+    let r = env.run(&["restore"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(
+        limit(&env, "nvme0n1"),
+        "25",
+        "the new disk's value, not the old one's -1"
+    );
+    add.assert_stderr_has("nvme0n1: another disk has the name now");
+}
+
+/// The old disk's remove handled after the new disk came: acted on (not
+/// refused as a disk still present), and the new disk keeps its tuning and
+/// its saved original.
+#[test]
+fn the_late_remove_of_a_disk_whose_name_was_reused_leaves_the_new_disk_alone() {
+    let mut env = Env::zoo(Abi::Queue);
+    let p = env.profile("p.toml", NVME_AUTO);
+    let (_, old) = reuse_nvme0n1(&mut env, &p);
+    let old_devpath = devpath(&env, "nvme0n1");
+    assert_eq!(udev(&env, "add", &old_devpath, &p).code, 0);
+    let out = env
+        .cmd()
+        .args(["udev", p.to_str().unwrap()])
+        .env("ACTION", "remove")
+        .env("DEVPATH", &old_devpath)
+        .env("DISKSEQ", &old)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("an earlier disk"), "{stderr}");
+    assert_eq!(limit(&env, "nvme0n1"), "4");
+    let saved = &env.state_json()["saved"][format!("block/nvme0n1/{LIMIT}")];
+    assert_eq!(saved["original"], "25", "{saved}");
+}

@@ -15,9 +15,10 @@ pub fn udev(
     ctx: &Ctx,
     action: Option<&str>,
     devpath: Option<&str>,
+    diskseq: Option<u64>,
     profile: &Path,
 ) -> Result<u8, Error> {
-    let event = match uevent::parse(&ctx.sysfs, action, devpath) {
+    let event = match uevent::parse(&ctx.sysfs, action, devpath, diskseq) {
         Ok(Some(event)) => event,
         Ok(None) => {
             log::debug!("ignored: partitions are tuned through their disk");
@@ -29,6 +30,9 @@ pub fn udev(
         }
     };
     let name = &event.name;
+    if let Some(gone) = event.earlier {
+        return remove_of_an_earlier_disk(ctx, name, gone);
+    }
     let scope = match event.action {
         Action::Add | Action::Change => Scope::devices(std::slice::from_ref(name)),
         Action::Remove => Scope {
@@ -102,6 +106,25 @@ fn remove_without_profile(ctx: &Ctx, name: &str, profile: &Path) -> Result<u8, E
             Ok(e.exit_code())
         }
     }
+}
+
+/// The remove of a disk whose name another disk has now, handled late:
+/// what that disk saved in its own directory left with it (forgotten here,
+/// or already by the run that met the new disk), and the new disk, tuned
+/// by its own add event, is left as it is.
+fn remove_of_an_earlier_disk(ctx: &Ctx, name: &str, gone: u64) -> Result<u8, Error> {
+    log::info!(
+        "{name}: removed an earlier disk (diskseq {gone}); another disk has the name now: left as it is"
+    );
+    let mut locked = ctx.state.lock()?;
+    let replaced = crate::engine::forget_replaced(&ctx.sysfs, &mut locked.state);
+    if !replaced.is_empty() {
+        locked.save()?;
+    }
+    for w in replaced {
+        log::warn!("{w}");
+    }
+    Ok(0)
 }
 
 /// Entry point for `coldplug`: `apply` reporting like the udev path.

@@ -39,6 +39,16 @@ pub(super) fn prune(state: &mut State) -> Vec<String> {
         }
         ok
     });
+    state.disks.retain(|d, id| {
+        let ok = is_kernel_name(d) && id.is_valid();
+        if !ok {
+            out.push(format!(
+                "disk {d:?} is {:?}; expected a block device name and MAJOR:MINOR",
+                id.dev
+            ));
+        }
+        ok
+    });
     out
 }
 

@@ -234,6 +234,9 @@ impl Fixture {
         self.minor += 1;
         let p = |attr: &str| format!("{dir}/{attr}");
         self.put(&p("dev"), &format!("{}:{minor}", opts.major));
+        // the kernel's count of disks made since boot (5.15+): a name or a
+        // device number used again gets a new one
+        self.put(&p("diskseq"), &(minor + 1).to_string());
         self.put(&p("size"), &opts.size_sectors.to_string());
         self.put(&p("removable"), if opts.removable { "1" } else { "0" });
         self.put(&p("hidden"), if opts.hidden { "1" } else { "0" });
