@@ -21,11 +21,43 @@ fn main() -> Result<(), Box<dyn Error>> {
     let out = PathBuf::from(std::env::args_os().nth(1).ok_or("usage: gen-docs DIR")?);
     fs::create_dir_all(&out)?;
     let cmd = Cli::command();
-    fs::write(out.join("blkqos.8"), man_page()?)?;
+    for (file, page) in pages()? {
+        fs::write(out.join(file), page)?;
+    }
     for shell in [Shell::Bash, Shell::Zsh, Shell::Fish] {
         clap_complete::generate_to(shell, &mut cmd.clone(), "blkqos", &out)?;
     }
     Ok(())
+}
+
+/// Every page: blkqos(8), then one per subcommand (blkqos-apply(8), ...),
+/// which blkqos(8)'s SUBCOMMANDS section names.
+pub fn pages() -> Result<Vec<(String, String)>, Box<dyn Error>> {
+    let mut pages = vec![("blkqos.8".to_string(), man_page()?)];
+    let cmd = Cli::command();
+    for sub in cmd.get_subcommands().filter(|c| !c.is_hide_set()) {
+        let name = format!("blkqos-{}", sub.get_name());
+        let mut page = Vec::new();
+        // clap names a command by a &'static str (an owned name needs its
+        // "string" feature in the binary): this generator runs once, the
+        // dozen names it leaks go with it
+        let leaked: &'static str = Box::leak(name.clone().into_boxed_str());
+        let sub = (sub.clone())
+            .name(leaked)
+            .bin_name(format!("blkqos {}", sub.get_name()));
+        clap_mangen::Man::new(sub)
+            .title(name.as_str())
+            .section("8")
+            .date("")
+            .render(&mut page)?;
+        let mut page = String::from_utf8(page)?;
+        writeln!(
+            page,
+            ".SH \"SEE ALSO\"\n.BR blkqos (8)\nfor the options every command takes (\\fB\\-\\-sysfs\\fR, \\fB\\-\\-state\\-dir\\fR, ...), the exit status and the files;\n.BR blkqos.toml (5)\nfor the profile."
+        )?;
+        pages.push((format!("{name}.8"), page));
+    }
+    Ok(pages)
 }
 
 /// blkqos(8).

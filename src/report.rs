@@ -5,7 +5,7 @@ use std::borrow::Cow;
 use std::io::IsTerminal;
 
 /// Bumped only on incompatible changes to the JSON documents.
-pub const JSON_SCHEMA: u32 = 2;
+pub const JSON_SCHEMA: u32 = 3;
 
 #[derive(Serialize)]
 pub struct Document<'a, D: Serialize> {

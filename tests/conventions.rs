@@ -33,7 +33,7 @@ fn json_errors_are_one_document_with_kind_and_location() {
         let r = env.run(&args);
         assert_eq!(r.code, 2, "{args:?}: {}", r.stderr);
         let doc = r.json();
-        assert_eq!(doc["schema"], 2);
+        assert_eq!(doc["schema"], 3);
         assert_eq!(doc["command"], args[0]);
         assert_eq!(doc["failure"]["kind"], "profile-invalid", "{doc}");
         assert_eq!(doc["failure"]["file"], bad.to_str().unwrap());

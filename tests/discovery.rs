@@ -11,7 +11,7 @@ fn list_shows_whole_disks_with_identity_and_transport() {
     let r = env.run(&["list", "--json"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     let doc = r.json();
-    assert_eq!(doc["schema"], 2);
+    assert_eq!(doc["schema"], 3);
     let names: Vec<&str> = doc["devices"]
         .as_array()
         .unwrap()

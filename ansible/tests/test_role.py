@@ -200,7 +200,7 @@ def test_verify_lists_mismatches(tmp):
     wrapper = os.path.join(tmp, "bin", "blkqos")
     with open(wrapper, "w") as f:
         f.write('#!/bin/sh\ncase " $* " in *" apply "*)\n'
-                '  echo \'{"schema":2,"command":"apply","changed":false,"dry_run":false,"devices":[],"warnings":[]}\'\n'
+                '  echo \'{"schema":3,"command":"apply","changed":false,"dry_run":false,"devices":[],"warnings":[]}\'\n'
                 f'  exit 0;;\nesac\nexec {BIN} "$@"\n')
     os.chmod(wrapper, 0o755)
     rc, out, recap = h.play(extra={"blkqos_binary_src": "", "blkqos_package": ""})
