@@ -24,7 +24,7 @@ reads the BLKQOS-MEASURE lines of their console logs:
            a fixed delay lets menu learn); libaio QD1 and QD4; menu and
            teo; every peer: baseline, floor, dma, resume, knob10, knob0,
            auto, psd, ulease (blkqos lease at 10 us / 3 ms, the stock
-           kernel's knob10; see guest-init.sh peer_on); p50/p99/p99.9/max, IOPS,
+           kernel's knob10; see guest/bench.sh peer_on); p50/p99/p99.9/max, IOPS,
            the deep state's share of each CPU's time while fio ran (CPU2,
            the device, is reported but counted in no power figure).
            The device is made again for every peer, so all see the same
@@ -35,14 +35,14 @@ reads the BLKQOS-MEASURE lines of their console logs:
            out), spinning, in C1 and polling, and its first deep entry,
            BENCH_REPS runs each
   burst    bursts of B QD1 reads after G ms of sleep (one guest per
-           kernel, guest-init.sh bench_bursts): the first read's and the
+           kernel, guest/bench.sh bench_bursts): the first read's and the
            others' p50/p90/p99/max and every CPU's shares over the run;
            targets in burst_targets()
   db       SQLite on ext4 on a memory-backed null_blk (one guest per
-           kernel, guest-init.sh bench_db): rate, p50/p99/max of every
+           kernel, guest/bench.sh bench_db): rate, p50/p99/max of every
            query, the reads' and the updates' p99; targets in db_targets()
   lat, power on QEMU's NVMe (one guest per kernel, alone, without
-           -icount: guest-init.sh nvme_up): shapes nvme-cross, nvme-local
+           -icount: guest/bench.sh nvme_up): shapes nvme-cross, nvme-local
 Every run is one copy of an A/A pair (aa=a, aa=b: the same configuration
 twice per repeat, a round apart); each row carries the pair's spread per
 metric ("<metric>_aa"), which a difference must exceed to count, and the

@@ -5,7 +5,7 @@
 //! partition; one more plain controller) and prints every path, link and
 //! attribute blkqos reads there; `tests/data/guest-nvme-layout.txt` is that
 //! output. Here the same topology is built with the fixture and printed the
-//! same way (`nvme_layout_lines` in `kernel-patch/test/guest-nvme.sh`), and
+//! same way (`nvme_layout_lines` in `kernel-patch/test/guest/nvme.sh`), and
 //! the two must agree line by line: the fixture follows the kernel.
 
 mod common;
@@ -61,7 +61,7 @@ fn path_glob(name: &str) -> bool {
         .is_some_and(|(_, r)| r.contains('n'))
 }
 
-/// The mirror of `nvme_layout_lines` in guest-nvme.sh, sorted and unique.
+/// The mirror of `nvme_layout_lines` in guest/nvme.sh, sorted and unique.
 fn layout(root: &Path) -> Vec<String> {
     let mut out = BTreeSet::new();
     let mut add = |rel: &str| {

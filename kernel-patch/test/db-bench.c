@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
  * db-bench: a fixed SQLite query mix, each query timed, for the blkqos
- * benchmark in the QEMU guest (guest-init.sh bench_db).
+ * benchmark in the QEMU guest (guest/bench.sh bench_db).
  *
  *   db-bench load DB ROWS
  *

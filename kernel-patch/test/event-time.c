@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
  * event-time: stands in for /usr/sbin/blkqos during the udev event storm
- * measurement (guest-init.sh check_udev_storm). Runs /usr/bin/blkqos with the
+ * measurement (guest/udev.sh check_udev_storm). Runs /usr/bin/blkqos with the
  * same arguments, as udevd's RUN would, and appends one line per event to
  * /tmp/event-times: "<wall ns> <exit status> <ACTION> <DEVNAME>". A C program,
  * not a shell wrapper, so that the figure is blkqos's own time plus one

@@ -1,4 +1,4 @@
-# Sourced by guest-init.sh: blkqos on QEMU's emulated NVMe (see run's
+# Sourced by the guest's /init (guest-init.sh): blkqos on QEMU's emulated NVMe (see run's
 # nvme_qemu_args for the topology). check_nvme builds md RAID0 and
 # dm-linear on top, prints the real sysfs layout as BLKQOS-SYSFS lines
 # (the harness compares them with tests/data/guest-nvme-layout.txt, which

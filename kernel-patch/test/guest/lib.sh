@@ -1,0 +1,62 @@
+# Sourced by the guest's /init (guest-init.sh). Helpers every family uses: reporting (pass, fail, measure, expect),
+# null_blk devices, fio at QD1, the knobs' paths.
+
+pass() { echo "BLKQOS-CHECK PASS $*"; }
+fail() { echo "BLKQOS-CHECK FAIL $*"; }
+measure() { echo "BLKQOS-MEASURE $*"; }
+expect() { # name condition-words... : pass when the test(1) expression holds
+	name=$1
+	shift
+	if [ "$@" ]; then pass "$name"; else fail "$name" "($*)"; fi
+}
+
+mknull() { # name attr=value...
+	d=$NULLB/$1
+	shift
+	mkdir "$d" || return 1
+	for kv in "$@"; do
+		echo "${kv#*=}" >"$d/${kv%%=*}" || return 1
+	done
+	echo 1 >"$d/power"
+}
+
+rmnull() {
+	echo 0 >"$NULLB/$1/power"
+	rmdir "$NULLB/$1"
+}
+
+# usage and time of the three states of a CPU: "u0 u1 u2 t0 t1 t2"
+cat >/bin/idle-snap <<'EOF'
+#!/bin/sh
+c=/sys/devices/system/cpu/cpu$1/cpuidle
+echo $(cat $c/state0/usage $c/state1/usage $c/state2/usage \
+	$c/state0/time $c/state1/time $c/state2/time)
+EOF
+chmod 0755 /bin/idle-snap
+
+# field N of "after - before" for two snap lines
+delta() {
+	echo "$1 $2" | awk -v n="$3" '{ print $(n + 6) - $n }'
+}
+
+# QD1 4k random reads pinned to CPU1; prints "iops clat_mean_us p99_us max_us"
+fio_qd1() { # dev nr_ios [fio options]
+	dev=$1 ios=$2
+	shift 2
+	fio --name=qd1 --filename="/dev/$dev" --rw=randread --bs=4k \
+		--ioengine=psync --direct=1 --number_ios="$ios" --size=64m \
+		--cpus_allowed=1 --norandommap --randrepeat=1 "$@" \
+		--output-format=terse --terse-version=3 2>/tmp/fio.err |
+		tee /tmp/fio.out |
+		awk -F';' '$1 == 3 {
+			p99 = 0
+			for (i = 18; i <= 37; i++)
+				if ($i ~ /^99\.000000%=/) { split($i, a, "="); p99 = a[2] }
+			printf "%s %s %s %s\n", $8, $16, p99, $15
+		}'
+	if [ ! -s /tmp/fio.out ]; then
+		sed 's/^/fio: /' /tmp/fio.err >&2
+	fi
+}
+
+knob() { echo "/sys/block/$1/queue/cpu_lat_$2"; }
