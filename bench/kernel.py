@@ -250,8 +250,9 @@ def hot_ratio(runs, base):
 
 def collect():
     records = []
-    # every guest of the last run: one per kernel, governor and shape
-    # (kernel-patch/test/run bench); each line names its kernel
+    # every guest of the last run: one per kernel, governor, shape and
+    # point, and per kernel the hot path, bursts and database
+    # (kernel-patch/test/run bench); each line names its kernel and point
     for log in sorted(glob.glob(os.path.join(CACHE, "console-bench-*.log"))):
         records += parse(log)
     result = {"hotpath": [], "latency": [], "power": []}

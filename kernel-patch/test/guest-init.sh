@@ -13,7 +13,7 @@
 # blkqos.bench_lat_reps=N latency runs per point, blkqos.bench_reps=N runs
 # of the second after the last I/O, blkqos.bench_spread=P the completion
 # times' spread (+/- P per cent); blkqos.bench_part=bursts runs only the
-# bursts, blkqos.bench_bursts=B,B..:G,G.. their sizes and gaps (ms),
+# bursts (=db the database, =hotpath the hot path), blkqos.bench_bursts=B,B..:G,G.. their sizes and gaps (ms),
 # blkqos.bench_dev=nvme the sweep on QEMU's NVMe (nvme_up);
 # blkqos.stress_secs=N sets the stress run's guest seconds (default 60).
 
@@ -115,12 +115,12 @@ bench_checks() {
 		bench_db
 		return
 	fi
-	# blkqos.bench_hotpath=0: a second guest of the same kernel, which
-	# runs the other shape, does not measure the hot path again
-	grep -q 'blkqos\.bench_hotpath=0' /proc/cmdline || {
+	# a guest of its own per kernel measures the hot path (bench/run)
+	if grep -q 'blkqos\.bench_part=hotpath' /proc/cmdline; then
 		hot_path 0
 		hot_path 1
-	}
+		return
+	fi
 	[ "$MODE" = nopsd ] || bench_cross
 }
 case $ONLY in
