@@ -11,8 +11,8 @@
  * for every CPU N, shares of the time between its two readings, per cent:
  *
  *   cpuN_pct=<halted in the deepest state>
- *   cpuN_spin_pct=<paying the deepest state's exit latency>
- *   cpuN_c1_pct=<in the states between POLL and the deepest (C1, C1E)>
+ *   cpuN_spin_pct=<paying exit latencies: the deepest state's, C1E's>
+ *   cpuN_c1_pct=<halted in the states between POLL and the deepest (C1, C1E)>
  *   cpuN_poll_pct=<polling, state 0>
  *   cpuN_first_us=<last I/O -> CPU N's first deep entry, -1 if none>
  *
@@ -20,8 +20,9 @@
  *
  * prints one reading per CPU, one line each:
  * "<poll us> <C1 and C1E us> <deep us> <deep entries> <deep exit latency us>
- *  <CLOCK_MONOTONIC ns>"; two snaps give the same shares for the time
- * between them (the latency runs' "while fio ran").
+ *  <CLOCK_MONOTONIC ns> <C1E's exit spin us>" (C1 and C1E without that
+ * spin); two snaps give the same shares for the time between them (the
+ * latency runs' "while fio ran").
  *
  *   idle-watch burst DEV IO_CPU BURST GAP_US NR_BURSTS [raw|pos]
  *
@@ -60,9 +61,10 @@
  *
  * A reading is taken on the CPU itself: a CPU adds to a state's time only
  * when it leaves the state, so running there brings it up to date. The
- * test idle driver's deep state spins its exit latency inside its enter
- * call, and cpuidle counts the whole call as time in the state: the spin,
- * exit latency times entries, is taken out of "halted" and shown apart.
+ * test idle driver's states past C1 (C1E, the deepest) spin their exit
+ * latency inside their enter call, and cpuidle counts the whole call as
+ * time in the state: the spin, exit latency times entries, is taken out
+ * of "halted" and shown apart.
  * The first deep entry comes from the test driver (debugfs
  * blkqos_test/first_deep), which stamps it when the CPU enters the state:
  * nothing has to poll for it and keep a CPU awake.
@@ -87,11 +89,14 @@ struct cpu_files {
 	int nr_states;
 	int usage;		/* of the deep state */
 	long long exit_us;	/* of the deep state */
+	int mid_usage[MAX_STATES];	/* of the states past C1 but the deepest */
+	long long mid_exit_us[MAX_STATES];
 };
 
 /* times of POLL, of the states between POLL and the deepest, the deepest */
 struct reading {
 	long long time_us[3];
+	long long mid_spin_us;	/* C1E's exit spin, out of time_us[1] */
 	long long entries;
 	long long when_ns;
 };
@@ -159,6 +164,14 @@ static int open_cpus(struct cpu_files *files)
 			return cpu;
 		files[cpu].exit_us = read_num(fd);
 		close(fd);
+		for (s = 2; s < files[cpu].nr_states - 1; s++) {
+			files[cpu].mid_usage[s] = open_attr(cpu, s, "usage");
+			fd = open_attr(cpu, s, "latency");
+			if (files[cpu].mid_usage[s] < 0 || fd < 0)
+				return cpu;
+			files[cpu].mid_exit_us[s] = read_num(fd);
+			close(fd);
+		}
 	}
 	return cpu;
 }
@@ -198,6 +211,10 @@ static void read_awake(int cpu, const struct cpu_files *f, struct reading *r)
 		else
 			r->time_us[1] += us;
 	}
+	r->mid_spin_us = 0;
+	for (s = 2; s < f->nr_states - 1; s++)
+		r->mid_spin_us += f->mid_exit_us[s] * read_num(f->mid_usage[s]);
+	r->time_us[1] -= r->mid_spin_us;
 	r->entries = read_num(f->usage);
 	r->when_ns = now_ns();
 }
@@ -214,9 +231,9 @@ static int snap(void)
 	}
 	for (cpu = 0; cpu < ncpu; cpu++) {
 		read_awake(cpu, &files[cpu], &r);
-		printf("%lld %lld %lld %lld %lld %lld\n", r.time_us[0],
+		printf("%lld %lld %lld %lld %lld %lld %lld\n", r.time_us[0],
 		       r.time_us[1], r.time_us[2], r.entries,
-		       files[cpu].exit_us, r.when_ns);
+		       files[cpu].exit_us, r.when_ns, r.mid_spin_us);
 	}
 	return 0;
 }
@@ -486,12 +503,13 @@ int main(int argc, char **argv)
 		double pct = 100000.0 / (b[cpu].when_ns - a[cpu].when_ns);
 		long long spin = files[cpu].exit_us *
 				 (b[cpu].entries - a[cpu].entries);
+		long long mid_spin = b[cpu].mid_spin_us - a[cpu].mid_spin_us;
 		long long deep = b[cpu].time_us[2] - a[cpu].time_us[2];
 
 		printf("%scpu%d_pct=%.1f cpu%d_spin_pct=%.1f cpu%d_c1_pct=%.1f"
 		       " cpu%d_poll_pct=%.1f cpu%d_first_us=%lld",
 		       cpu ? " " : "", cpu, (deep - spin) * pct, cpu,
-		       spin * pct, cpu,
+		       (spin + mid_spin) * pct, cpu,
 		       (b[cpu].time_us[1] - a[cpu].time_us[1]) * pct, cpu,
 		       (b[cpu].time_us[0] - a[cpu].time_us[0]) * pct, cpu,
 		       first[cpu]);

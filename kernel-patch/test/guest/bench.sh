@@ -53,13 +53,14 @@ BENCH_DEV=$(sed -n 's/.*blkqos\.bench_dev=\([a-z_]*\).*/\1/p' /proc/cmdline)
 
 # Where every CPU's time went between the idle-watch snaps in /tmp/pre
 # and /tmp/post (one line per CPU, however many the guest has):
-# " deepN_pct= spinN_pct= c1_N_pct= pollN_pct=" per CPU N, per cent
+# " deepN_pct= spinN_pct= c1_N_pct= pollN_pct=" per CPU N, per cent; the
+# spin is every exit latency paid (the deepest state's and C1E's)
 cpu_shares() {
 	paste -d' ' /tmp/pre /tmp/post | awk '{
-		c = NR - 1; pct = 100000 / ($12 - $6); spin = $5 * ($10 - $4)
+		c = NR - 1; pct = 100000 / ($13 - $6); spin = $5 * ($11 - $4)
 		printf " deep%d_pct=%.1f spin%d_pct=%.1f c1_%d_pct=%.1f poll%d_pct=%.1f",
-			c, ($9 - $3 - spin) * pct, c, spin * pct, c, ($8 - $2) * pct,
-			c, ($7 - $1) * pct }'
+			c, ($10 - $3 - spin) * pct, c, (spin + $14 - $7) * pct, c,
+			($9 - $2) * pct, c, ($8 - $1) * pct }'
 }
 
 # Latency of QD1/QD4 4k random reads on CPU1 through libaio, and where
