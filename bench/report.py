@@ -22,7 +22,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from kernel import IO_CPUS, PEERS, find, reference  # noqa: E402  (bench/kernel.py, beside this file)
 
 LABEL = {"baseline": "deep allowed", "floor": "C-states off", "dma": "cpu_dma_latency (TuneD)",
-         "resume": "per-CPU resume latency", "psd": "PSD model", "psd_cpu0_floor": "PSD model, CPU0 deep off", "knob10": "knob 10 us",
+         "resume": "per-CPU resume latency", "psd": "PSD model", "psd_cpu0_floor": "PSD model, interrupt CPU deep off", "knob10": "knob 10 us",
          "knob0": "knob 0 us", "auto": "knob auto", "stock_resume": "per-CPU resume latency (stock kernel)",
          "ulease": "blkqos lease 10 us (stock kernel)",
          "psd_baseline": "deep allowed (PSD kernel, model off)", "psd_floor": "C-states off (PSD kernel)",

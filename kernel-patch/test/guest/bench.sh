@@ -108,8 +108,9 @@ fio_lat() { # dev iodepth nr_ios
 #   knob10, knob0, auto   this series: cpu_lat_limit_us, 3 ms timeout
 #   psd       the PSD model kernel with its model on (psd.enabled=1);
 #             its baseline and floor are the same kernel with it off
-#   psd_cpu0_floor  the same with the deep state off on CPU0, which takes
-#             the interrupt in the cross shape
+#   psd_cpu0_floor  the same with the deep state off on the CPU that
+#             takes the interrupt in the cross shape (CPU0 on null_blk,
+#             the vector's CPU on QEMU's NVMe; the name is the first's)
 # Each starts from a governor without history: switching the governor
 # away and back clears its per-CPU data (menu's intervals and correction
 # factors, teo's bins), which the previous configuration would otherwise
@@ -148,7 +149,7 @@ peer_on() { # cfg
 	psd) echo 1 >$PSD_ON ;;
 	psd_cpu0_floor)
 		echo 1 >$PSD_ON
-		echo 1 >/sys/devices/system/cpu/cpu0/cpuidle/$DEEP/disable ;;
+		echo 1 >/sys/devices/system/cpu/cpu${IRQ_CPU:-0}/cpuidle/$DEEP/disable ;;
 	knob10) echo 10 >"$(knob $BX limit_us)" ;;
 	ulease) bench_lease ;;
 	knob0) echo 0 >"$(knob $BX limit_us)" ;;
