@@ -145,6 +145,13 @@ impl Session {
         }
     }
 
+    /// Wait for top's first frame; its pid.
+    fn first_frame(&self) -> String {
+        until(&self.tmux, "the first frame", || {}, |s| s.contains("cpu3"));
+        let pid = std::fs::read_to_string(&self.pid).expect("pid written");
+        pid.trim().to_string()
+    }
+
     /// After top ended with `status`: the shell's screen, not top's, the
     /// cursor shown, and the terminal cooked (the shell reads a line).
     fn assert_restored(&self, status: i32) {
@@ -262,15 +269,9 @@ fn terminal_back_after(signal: &str, status: i32) {
         return;
     }
     let session = Session::start();
-    until(
-        &session.tmux,
-        "the first frame",
-        || {},
-        |s| s.contains("cpu3"),
-    );
-    let pid = std::fs::read_to_string(&session.pid).expect("pid written");
+    let pid = session.first_frame();
     let killed = Command::new("kill")
-        .args([&format!("-{signal}"), pid.trim()])
+        .args([&format!("-{signal}"), &pid])
         .status()
         .expect("kill runs");
     assert!(killed.success());
@@ -318,14 +319,8 @@ fn top_ends_when_its_terminal_hangs_up() {
         return;
     }
     let session = Session::start();
-    until(
-        &session.tmux,
-        "the first frame",
-        || {},
-        |s| s.contains("cpu3"),
-    );
-    let pid = std::fs::read_to_string(&session.pid).expect("pid written");
-    let pid = pid.trim();
+    let pid = session.first_frame();
+    let pid = pid.as_str();
     session.tmux.cmd(&["kill-server"]);
     let deadline = Instant::now() + Duration::from_secs(10);
     while !ended(pid) {
