@@ -34,7 +34,10 @@ fn main() -> Result<(), Box<dyn Error>> {
 /// which blkqos(8)'s SUBCOMMANDS section names.
 pub fn pages() -> Result<Vec<(String, String)>, Box<dyn Error>> {
     let mut pages = vec![("blkqos.8".to_string(), man_page()?)];
-    let cmd = Cli::command();
+    let mut cmd = Cli::command();
+    // built, as blkqos(8) is rendered: clap's own `help` subcommand, which
+    // its SUBCOMMANDS section names too, is there
+    cmd.build();
     for sub in cmd.get_subcommands().filter(|c| !c.is_hide_set()) {
         let name = format!("blkqos-{}", sub.get_name());
         let mut page = Vec::new();
@@ -48,7 +51,7 @@ pub fn pages() -> Result<Vec<(String, String)>, Box<dyn Error>> {
         clap_mangen::Man::new(sub)
             .title(name.as_str())
             .section("8")
-            .date("")
+            .source(format!("blkqos {}", env!("CARGO_PKG_VERSION")))
             .render(&mut page)?;
         let mut page = String::from_utf8(page)?;
         writeln!(

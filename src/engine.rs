@@ -5,8 +5,9 @@
 //! (dry run, `verify`, `explain`) is the same without the lock and the write.
 
 use crate::discover::{self, Detail, Extent, Inventory, ScanError};
+use crate::disk_id::DiskId;
 use crate::error::Error;
-use crate::plan::{self, Plan, Scope};
+use crate::plan::{self, Plan, PlanError, Scope};
 use crate::profile::Profile;
 use crate::report::Unreadable;
 use crate::snapshot::Snapshot;
@@ -79,10 +80,13 @@ impl Engine<'_> {
             .state
             .lock()
             .map_err(|e| failed(needs_root(job, e), None))?;
-        let replaced = forget_replaced(self.sysfs, &mut locked.state);
+        let before = locked.state.saved.len();
+        let replaced =
+            forget_replaced(self.sysfs, &mut locked.state).map_err(|e| failed(e.into(), None))?;
         if !replaced.is_empty() {
             locked.save().map_err(|e| failed(e.into(), None))?;
         }
+        let forgotten_before = before - locked.state.saved.len();
         let (snap, scope) = self
             .snapshot(job, locked.state.clone(), None)
             .map_err(|e| failed(e.into(), None))?;
@@ -102,7 +106,7 @@ impl Engine<'_> {
                 Ok(Done {
                     plan,
                     vanished: written.vanished,
-                    forgotten: written.forgotten,
+                    forgotten: written.forgotten + forgotten_before,
                     unsaved: written.unsaved,
                 })
             }
@@ -129,7 +133,7 @@ impl Engine<'_> {
             Job::Apply { .. } => self.read_state(WITHOUT_STATE)?,
         };
         let mut state = state;
-        let replaced = forget_replaced(self.sysfs, &mut state);
+        let replaced = forget_replaced(self.sysfs, &mut state)?;
         let (snapshot, scope) = self.snapshot(job, state, inventory)?;
         let mut plan = plan_for(job, &snapshot, &scope)?;
         plan.warnings.splice(0..0, replaced);
@@ -229,14 +233,23 @@ impl Engine<'_> {
 /// new disk's values are its own originals. Values saved on other disks
 /// for it (an array's members) stay: they are those disks' originals.
 /// One warning per name.
-pub fn forget_replaced(sysfs: &Sysfs, state: &mut State) -> Vec<String> {
-    let replaced: Vec<(String, crate::disk_id::DiskId, crate::disk_id::DiskId)> =
-        (state.disks.iter())
-            .filter_map(|(name, was)| {
-                let now = crate::disk_id::DiskId::read(sysfs, name)?;
-                (!now.same_disk(was)).then(|| (name.clone(), was.clone(), now))
-            })
-            .collect();
+/// Every disk the state names at once (two or more) is far more likely a
+/// state or a tree from elsewhere than every disk swapped: refused, as
+/// forgetting cannot be undone.
+pub fn forget_replaced(sysfs: &Sysfs, state: &mut State) -> Result<Vec<String>, PlanError> {
+    let replaced: Vec<(String, DiskId, DiskId)> = (state.disks.iter())
+        .filter_map(|(name, was)| {
+            let now = DiskId::read(sysfs, name)?;
+            (!now.same_disk(was)).then(|| (name.clone(), was.clone(), now))
+        })
+        .collect();
+    if replaced.len() >= 2 && replaced.len() == state.disks.len() {
+        let names: Vec<&str> = replaced.iter().map(|(n, _, _)| n.as_str()).collect();
+        return Err(PlanError::AllReplaced {
+            count: names.len(),
+            names: names.join(", "),
+        });
+    }
     let mut warnings = Vec::new();
     for (name, was, now) in replaced {
         let own = format!("block/{name}/");
@@ -249,7 +262,7 @@ pub fn forget_replaced(sysfs: &Sysfs, state: &mut State) -> Vec<String> {
             before - state.saved.len()
         ));
     }
-    warnings
+    Ok(warnings)
 }
 
 /// A state directory closed to a user who is not root, or one that is

@@ -92,6 +92,7 @@ impl Error {
             Error::Profile(ProfileError::Invalid { .. }) => "profile-invalid",
             Error::Plan(PlanError::NoSuchDevice(_) | PlanError::Unknown(_)) => "no-such-device",
             Error::Plan(PlanError::AllGone { .. }) => "all-saved-devices-gone",
+            Error::Plan(PlanError::AllReplaced { .. }) => "all-saved-devices-replaced",
             Error::Plan(PlanError::Read { .. }) => "read-failed",
             Error::Write(WriteError::Failed { .. }) => "write-failed",
             Error::State(StateError::Busy { .. })
@@ -143,7 +144,10 @@ impl Error {
             | Error::NotSysfs(_)
             | Error::NeedsRoot { .. }
             | Error::Plan(
-                PlanError::NoSuchDevice(_) | PlanError::Unknown(_) | PlanError::AllGone { .. },
+                PlanError::NoSuchDevice(_)
+                | PlanError::Unknown(_)
+                | PlanError::AllGone { .. }
+                | PlanError::AllReplaced { .. },
             ) => EXIT_USAGE,
             Error::Plan(PlanError::Read { .. })
             | Error::Write(_)

@@ -574,6 +574,10 @@ pub enum PlanError {
     AllGone { count: usize, owners: String },
     #[error("{path}: cannot read: {reason}")]
     Read { path: String, reason: String },
+    #[error(
+        "every one of the {count} disks the saved state names is another disk now ({names}): a state from another boot, or another machine's sysfs tree; refusing to forget their originals: check --sysfs and --state-dir"
+    )]
+    AllReplaced { count: usize, names: String },
 }
 
 /// The devices a scope names and the queues they resolve to; `None` for all.

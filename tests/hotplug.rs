@@ -375,3 +375,109 @@ fn the_late_remove_of_a_disk_whose_name_was_reused_leaves_the_new_disk_alone() {
     let saved = &env.state_json()["saved"][format!("block/nvme0n1/{LIMIT}")];
     assert_eq!(saved["original"], "25", "{saved}");
 }
+
+/// An md array's remove handled after an array of the same name was made
+/// again (empty, as opening /dev/md0 makes one; the rule skips its add):
+/// what the earlier array held on its members goes back, as a remove on
+/// time does.
+#[test]
+fn the_late_remove_of_an_array_puts_its_members_back() {
+    let mut env = Env::zoo(Abi::Queue);
+    let p = env.profile("p.toml", RAID);
+    let dp = devpath(&env, "md0");
+    assert_eq!(udev(&env, "add", &dp, &p).code, 0);
+    assert_eq!(limit(&env, "nvme2n1"), "2");
+    let old = env.get("block/md0/diskseq");
+    env.fx.remove_disk("md0");
+    env.fx.md_raid0("md0", &[]);
+    let out = env
+        .cmd()
+        .args(["udev", p.to_str().unwrap()])
+        .env("ACTION", "remove")
+        .env("DEVPATH", &dp)
+        .env("DISKSEQ", &old)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(limit(&env, "nvme2n1"), "-1", "{stderr}");
+    assert_eq!(limit(&env, "nvme3n1"), "-1", "{stderr}");
+    assert_eq!(env.state_json()["saved"], serde_json::json!({}));
+}
+
+/// A device number used again, a new diskseq (the case diskseq is for):
+/// another disk.
+#[test]
+fn a_new_diskseq_on_the_same_device_number_is_another_disk() {
+    let env = Env::zoo(Abi::Queue);
+    let p = env.profile("p.toml", NVME_AUTO);
+    let dp = devpath(&env, "nvme0n1");
+    assert_eq!(udev(&env, "add", &dp, &p).code, 0);
+    env.fx.put("block/nvme0n1/diskseq", "900");
+    env.fx.put(&format!("block/nvme0n1/{LIMIT}"), "25");
+    let r = udev(&env, "add", &dp, &p);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    r.assert_stderr_has("nvme0n1: another disk has the name now (diskseq 900");
+    assert_eq!(env.run(&["restore"]).code, 0);
+    assert_eq!(limit(&env, "nvme0n1"), "25");
+}
+
+/// Every disk the state names replaced at once: another boot's state or
+/// another machine's tree, not a hot swap of each; nothing is forgotten.
+#[test]
+fn every_saved_disk_replaced_at_once_is_refused() {
+    let env = Env::zoo(Abi::Queue);
+    let p = env.profile("p.toml", NVME_AUTO);
+    assert_eq!(env.run(&["apply", p.to_str().unwrap()]).code, 0);
+    let state = std::fs::read(env.state.join("state.json")).unwrap();
+    let disks = env.state_json()["disks"].as_object().unwrap().clone();
+    assert!(disks.len() >= 2, "{disks:?}");
+    for (i, d) in disks.keys().enumerate() {
+        env.fx
+            .put(&format!("block/{d}/diskseq"), &(1000 + i).to_string());
+    }
+    for args in [vec!["restore"], vec!["apply", p.to_str().unwrap()]] {
+        let r = env.run(&args);
+        assert_eq!(r.code, 2, "{args:?}: {}", r.stderr);
+        r.assert_stderr_has("is another disk now");
+        assert_eq!(
+            std::fs::read(env.state.join("state.json")).unwrap(),
+            state,
+            "{args:?}: nothing forgotten"
+        );
+    }
+}
+
+/// The refusal as a JSON error document, its kind in the schema.
+#[test]
+fn every_saved_disk_replaced_is_an_error_document_of_its_own_kind() {
+    let env = Env::zoo(Abi::Queue);
+    let p = env.profile("p.toml", NVME_AUTO);
+    assert_eq!(env.run(&["apply", p.to_str().unwrap()]).code, 0);
+    let disks = env.state_json()["disks"].as_object().unwrap().clone();
+    for (i, d) in disks.keys().enumerate() {
+        env.fx
+            .put(&format!("block/{d}/diskseq"), &(1000 + i).to_string());
+    }
+    let r = env.run(&["restore", "--json"]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    let doc: serde_json::Value = serde_json::from_str(&r.stdout).expect(&r.stdout);
+    assert_eq!(
+        doc["failure"]["kind"], "all-saved-devices-replaced",
+        "{doc}"
+    );
+    let schema: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/schemas/restore.schema.json"
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    assert!(
+        jsonschema::draft202012::new(&schema)
+            .unwrap()
+            .is_valid(&doc),
+        "{doc}"
+    );
+}

@@ -30,8 +30,10 @@ pub fn udev(
         }
     };
     let name = &event.name;
-    if let Some(gone) = event.earlier {
-        return remove_of_an_earlier_disk(ctx, name, gone);
+    if let Some(gone) = event.earlier
+        && the_earlier_disk_is_forgotten_already(ctx, name, gone)?
+    {
+        return Ok(0);
     }
     let scope = match event.action {
         Action::Add | Action::Change => Scope::devices(std::slice::from_ref(name)),
@@ -108,23 +110,25 @@ fn remove_without_profile(ctx: &Ctx, name: &str, profile: &Path) -> Result<u8, E
     }
 }
 
-/// The remove of a disk whose name another disk has now, handled late:
-/// what that disk saved in its own directory left with it (forgotten here,
-/// or already by the run that met the new disk), and the new disk, tuned
-/// by its own add event, is left as it is.
-fn remove_of_an_earlier_disk(ctx: &Ctx, name: &str, gone: u64) -> Result<u8, Error> {
-    log::info!(
-        "{name}: removed an earlier disk (diskseq {gone}); another disk has the name now: left as it is"
-    );
-    let mut locked = ctx.state.lock()?;
-    let replaced = crate::engine::forget_replaced(&ctx.sysfs, &mut locked.state);
-    if !replaced.is_empty() {
-        locked.save()?;
+/// The remove of a disk whose name another disk has now, handled late.
+/// Where the saved state is still the earlier disk's (the new disk's add
+/// has not run), it is a remove like any other: what the earlier disk held
+/// on other disks (an array's members) goes back, and the disk that has
+/// the name now is left out of the plan. Where the new disk's add ran, the
+/// state is the new disk's already: nothing to do.
+fn the_earlier_disk_is_forgotten_already(ctx: &Ctx, name: &str, gone: u64) -> Result<bool, Error> {
+    let state = ctx.state.read()?;
+    let earlier = state.disks.get(name).and_then(|id| id.diskseq) == Some(gone);
+    if earlier {
+        log::info!(
+            "{name}: removed an earlier disk (diskseq {gone}), another disk has the name now: putting back what the earlier one held"
+        );
+    } else {
+        log::info!(
+            "{name}: removed an earlier disk (diskseq {gone}); the disk that has the name now is tuned by its own events: left as it is"
+        );
     }
-    for w in replaced {
-        log::warn!("{w}");
-    }
-    Ok(0)
+    Ok(!earlier)
 }
 
 /// Entry point for `coldplug`: `apply` reporting like the udev path.

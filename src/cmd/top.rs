@@ -358,6 +358,30 @@ fn wait_for_input(timeout: Duration) -> std::io::Result<Input> {
     Ok(Input::Maybe)
 }
 
+/// The log level to put back when the screen goes, on every way out (an
+/// error is logged after).
+struct Quiet(log::LevelFilter);
+
+impl Drop for Quiet {
+    fn drop(&mut self) {
+        log::set_max_level(self.0);
+    }
+}
+
+/// The exit status when the terminal hung up: as a shell reports a
+/// process SIGHUP ended.
+const HUNG_UP: u8 = 128 + libc::SIGHUP as u8;
+
+/// Draw; a write the terminal refuses with EIO is a hang-up the poll has
+/// not seen yet, not an error.
+fn drawn(lines: &[String]) -> Result<Input, Error> {
+    match draw(lines) {
+        Ok(()) => Ok(Input::Maybe),
+        Err(e) if e.raw_os_error() == Some(libc::EIO) => Ok(Input::HungUp),
+        Err(e) => Err(Error::Terminal(e)),
+    }
+}
+
 pub fn top(ctx: &Ctx, interval: Duration) -> Result<u8, Error> {
     if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
         return Err(Error::Usage(
@@ -393,10 +417,16 @@ pub fn top(ctx: &Ctx, interval: Duration) -> Result<u8, Error> {
         ctx.sysfs.root().display()
     );
     let screen = Screen::enter().map_err(Error::Terminal)?;
+    // what the rescans would log (-v) would land on the screen, raw
+    let quiet = Quiet(log::max_level());
+    log::set_max_level(log::LevelFilter::Off);
     let mut prev = view.sample(ctx);
     let mut lines = frame(ctx.style, &header, &prev, &prev);
-    draw(&lines).map_err(Error::Terminal)?;
+    let hung_up = drawn(&lines)? == Input::HungUp;
     let code = 'run: loop {
+        if hung_up {
+            break 'run HUNG_UP;
+        }
         let deadline = Instant::now() + interval;
         loop {
             let sig = signal.load(Ordering::SeqCst);
@@ -408,15 +438,14 @@ pub fn top(ctx: &Ctx, interval: Duration) -> Result<u8, Error> {
                 break;
             }
             if wait_for_input(left.min(SIGNAL_CHECK)).map_err(Error::Terminal)? == Input::HungUp {
-                // as a shell reports a process SIGHUP ended
-                break 'run 128 + libc::SIGHUP as u8;
+                break 'run HUNG_UP;
             }
             // keys typed, or a resize crossterm saw through its own signal
             // pipe: only what is already there, never a wait in crossterm
             while event::poll(Duration::ZERO).map_err(Error::Terminal)? {
                 match event::read().map_err(Error::Terminal)? {
                     Event::Key(k) if quits(&k) => break 'run 0,
-                    Event::Resize(..) => draw(&lines).map_err(Error::Terminal)?,
+                    Event::Resize(..) if drawn(&lines)? == Input::HungUp => break 'run HUNG_UP,
                     _ => {}
                 }
             }
@@ -428,9 +457,12 @@ pub fn top(ctx: &Ctx, interval: Duration) -> Result<u8, Error> {
         }
         let cur = view.sample(ctx);
         lines = frame(ctx.style, &header, &prev, &cur);
-        draw(&lines).map_err(Error::Terminal)?;
+        if drawn(&lines)? == Input::HungUp {
+            break 'run HUNG_UP;
+        }
         prev = cur;
     };
+    drop(quiet);
     drop(screen);
     Ok(code)
 }

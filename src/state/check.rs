@@ -39,13 +39,15 @@ pub(super) fn prune(state: &mut State) -> Vec<String> {
         }
         ok
     });
+    // which disk a name was only guards against a name reused: one that
+    // cannot be trusted costs that guard, not an original (no count)
     state.disks.retain(|d, id| {
         let ok = is_kernel_name(d) && id.is_valid();
         if !ok {
-            out.push(format!(
-                "disk {d:?} is {:?}; expected a block device name and MAJOR:MINOR",
+            log::warn!(
+                "saved state: disk {d:?} is {:?}; expected a block device name and MAJOR:MINOR: left out",
                 id.dev
-            ));
+            );
         }
         ok
     });
