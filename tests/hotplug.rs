@@ -317,6 +317,23 @@ fn remove_with_a_bad_profile_changes_nothing() {
     assert_eq!(std::fs::read(env.state.join("state.json")).unwrap(), state);
 }
 
+/// A remove event as udev sends it, DISKSEQ included: the disk it was for.
+fn late_remove(env: &Env, devpath: &str, diskseq: &str, profile: &Path) -> Run {
+    let out = env
+        .cmd()
+        .args(["udev", profile.to_str().unwrap()])
+        .env("ACTION", "remove")
+        .env("DEVPATH", devpath)
+        .env("DISKSEQ", diskseq)
+        .output()
+        .unwrap();
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
 /// nvme0n1 taken away without its remove being handled yet, and another
 /// disk given the name (an NVMe hot swap, an md array made again), whose
 /// limit someone set to 25: returns the new disk's diskseq and the old one's.
@@ -360,16 +377,9 @@ fn the_late_remove_of_a_disk_whose_name_was_reused_leaves_the_new_disk_alone() {
     let (_, old) = reuse_nvme0n1(&mut env, &p);
     let old_devpath = devpath(&env, "nvme0n1");
     assert_eq!(udev(&env, "add", &old_devpath, &p).code, 0);
-    let out = env
-        .cmd()
-        .args(["udev", p.to_str().unwrap()])
-        .env("ACTION", "remove")
-        .env("DEVPATH", &old_devpath)
-        .env("DISKSEQ", &old)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
+    let r = late_remove(&env, &old_devpath, &old, &p);
+    let stderr = &r.stderr;
+    assert_eq!(r.code, 0, "{stderr}");
     assert!(stderr.contains("an earlier disk"), "{stderr}");
     assert_eq!(limit(&env, "nvme0n1"), "4");
     let saved = &env.state_json()["saved"][format!("block/nvme0n1/{LIMIT}")];
@@ -390,16 +400,9 @@ fn the_late_remove_of_an_array_puts_its_members_back() {
     let old = env.get("block/md0/diskseq");
     env.fx.remove_disk("md0");
     env.fx.md_raid0("md0", &[]);
-    let out = env
-        .cmd()
-        .args(["udev", p.to_str().unwrap()])
-        .env("ACTION", "remove")
-        .env("DEVPATH", &dp)
-        .env("DISKSEQ", &old)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
+    let r = late_remove(&env, &dp, &old, &p);
+    let stderr = &r.stderr;
+    assert_eq!(r.code, 0, "{stderr}");
     assert_eq!(limit(&env, "nvme2n1"), "-1", "{stderr}");
     assert_eq!(limit(&env, "nvme3n1"), "-1", "{stderr}");
     assert_eq!(env.state_json()["saved"], serde_json::json!({}));
