@@ -253,8 +253,10 @@ def collect():
     # every guest of the last run: one per kernel, governor, shape and
     # point, and per kernel the hot path, bursts and database
     # (kernel-patch/test/run bench); each line names its kernel and point
+    guests = []
     for log in sorted(glob.glob(os.path.join(CACHE, "console-bench-*.log"))):
         records += parse(log)
+        guests.append({"log": os.path.basename(log), "host_seconds": host_seconds(log)})
     result = {"hotpath": [], "latency": [], "power": []}
     runs, lat_runs, burst_runs, db_runs = [], [], [], []
     for kind, f in records:
@@ -315,8 +317,25 @@ def collect():
             row[f"cpu{cpu}_first_us"] = spread_of(firsts) if firsts else None
         result["power"].append(row)
     result["build"] = build()
+    # what each guest took of the host (None: a log from before the
+    # stamps recorded it); guests share the host, so these add up to
+    # more than the run's wall time
+    result["guests"] = guests
     result["targets"] = targets(result)
     return result
+
+
+def host_seconds(log):
+    """The host seconds a guest took, from the stamp kernel-patch/test/run
+    writes beside its log when it finished cleanly."""
+    try:
+        with open(log + ".done") as f:
+            for line in f:
+                if line.startswith("host_seconds "):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return None
 
 
 def io_cpus(run):

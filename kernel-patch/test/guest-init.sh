@@ -14,6 +14,7 @@
 # of the second after the last I/O, blkqos.bench_spread=P the completion
 # times' spread (+/- P per cent); blkqos.bench_part=bursts runs only the
 # bursts (=db the database, =hotpath the hot path), blkqos.bench_bursts=B,B..:G,G.. their sizes and gaps (ms),
+# blkqos.bench_shapes=local,cross the shapes of the bursts and database,
 # blkqos.bench_dev=nvme the sweep on QEMU's NVMe (nvme_up);
 # blkqos.stress_secs=N sets the stress run's guest seconds (default 60).
 

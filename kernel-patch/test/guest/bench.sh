@@ -341,6 +341,14 @@ bench_cfgs() { # shape
 	fi
 }
 
+# The shapes a bursts or database guest runs (blkqos.bench_shapes=local,
+# cross, or one of them: a guest per shape keeps each short enough to
+# finish in a work session)
+bench_shapes() {
+	sh=$(sed -n 's/.*blkqos\.bench_shapes=\([a-z,]*\).*/\1/p' /proc/cmdline)
+	echo "${sh:-local,cross}" | tr , ' '
+}
+
 # Bursts after idle gaps, as a server sees between batches of queries:
 # bursts of B reads at QD1 from CPU1 with G ms of sleep before each
 # (blkqos.bench_bursts=B,B..:G,G..; default 1,8,64,512:1,2,4,8,16,64,
@@ -362,7 +370,7 @@ bench_bursts() {
 	bx_up 50 "$BENCH_SPREAD" local
 	idle-watch burst /dev/bx 1 8 2000 50 >/dev/null
 	rmnull bx
-	for shape in local cross; do
+	for shape in $(bench_shapes); do
 		cfgs=$(bench_cfgs $shape)
 		for b in $(echo "${spec%%:*}" | tr , ' '); do
 			# at most about 2,000 reads a run, at least 10 bursts
@@ -402,7 +410,7 @@ bench_db() {
 	echo menu >$CPUIDLE/current_governor
 	BX_EXTRA="memory_backed=1 size=256"
 	mkdir -p /mnt/db
-	for shape in local cross; do
+	for shape in $(bench_shapes); do
 		measure "benchpoint kernel=$MODE shape=$shape gov=menu db=sqlite uptime=$(cut -d' ' -f1 /proc/uptime)"
 		pair_runs "$BENCH_LAT_REPS" 50 "$BENCH_SPREAD" "$shape" db_run $(bench_cfgs $shape)
 	done
