@@ -378,6 +378,11 @@ def summary(k):
                        f" points ({sum(r['met'] for r in act)}/{len(act)} under menu, where PSD acts;"
                        f" separated by the runs' ranges at {sum(r['separated'] and r['met'] for r in rows)});"
                        f" misses: {', '.join(miss) or 'none'}")
+    secs = [g["host_seconds"] for g in k.get("guests", []) if g.get("host_seconds") is not None]
+    if secs:
+        out.append(f"- duration: {len(k['guests'])} guests, {len(secs)} with their host time:"
+                   f" {sum(secs) / 3600:.1f} h in all (side by side on {os.cpu_count()} cores, the wall"
+                   f" time is less), the longest {max(secs) / 60:.0f} min")
     for r in t.get("db") or []:
         out.append(f"- database {r['shape']} {r['cfg']}: p99 {r['p99']} us = {r['p99_over_floor']}x "
                    f"C-states off (95 % {r['p99_ci95']}, A/A {r['p99_aa']}), qps {r['qps_over_floor']}x; "
