@@ -227,22 +227,27 @@ impl Engine<'_> {
     }
 }
 
-/// Names whose disk is another one now (a hot swap, an array made again,
-/// its remove not handled yet): what the one before saved under its own
-/// directory left with it, and the name's rule is planned afresh, so the
-/// new disk's values are its own originals. Values saved on other disks
-/// for it (an array's members) stay: they are those disks' originals.
-/// One warning per name.
-/// Every disk the state names at once (two or more) is far more likely a
-/// state or a tree from elsewhere than every disk swapped: refused, as
-/// forgetting cannot be undone.
-pub fn forget_replaced(sysfs: &Sysfs, state: &mut State) -> Result<Vec<String>, PlanError> {
-    let replaced: Vec<(String, DiskId, DiskId)> = (state.disks.iter())
+/// Names the state saved values for whose disk is another one now (a hot
+/// swap, an array made again, its remove not handled yet): the name, the
+/// disk it was, the disk it is.
+fn replaced(sysfs: &Sysfs, state: &State) -> Vec<(String, DiskId, DiskId)> {
+    (state.disks.iter())
         .filter_map(|(name, was)| {
             let now = DiskId::read(sysfs, name)?;
             (!now.same_disk(was)).then(|| (name.clone(), was.clone(), now))
         })
-        .collect();
+        .collect()
+}
+
+/// What the one before saved under its own directory left with it, and
+/// the name's rule is planned afresh, so the new disk's values are its own
+/// originals. Values saved on other disks for it (an array's members)
+/// stay: they are those disks' originals. One warning per name.
+/// Every disk the state names at once (two or more) is far more likely a
+/// state or a tree from elsewhere than every disk swapped: refused, as
+/// forgetting cannot be undone.
+pub fn forget_replaced(sysfs: &Sysfs, state: &mut State) -> Result<Vec<String>, PlanError> {
+    let replaced = replaced(sysfs, state);
     if replaced.len() >= 2 && replaced.len() == state.disks.len() {
         let names: Vec<&str> = replaced.iter().map(|(n, _, _)| n.as_str()).collect();
         return Err(PlanError::AllReplaced {
@@ -263,6 +268,24 @@ pub fn forget_replaced(sysfs: &Sysfs, state: &mut State) -> Result<Vec<String>, 
         ));
     }
     Ok(warnings)
+}
+
+/// For a command that only reads: names whose disk is another one now are
+/// shown owned by no rule (the rule tuned the disk before), one warning
+/// each; the state is left as it is for the next apply to forget.
+pub fn disown_replaced(sysfs: &Sysfs, state: &mut State) -> Vec<String> {
+    let replaced = replaced(sysfs, state);
+    let all = replaced.len() >= 2 && replaced.len() == state.disks.len();
+    (replaced.into_iter())
+        .map(|(name, was, now)| {
+            state.rules.remove(&name);
+            let next = match all {
+                true => "every disk the state names is another one now: the next apply refuses the state",
+                false => "the next apply forgets what was saved for the one before",
+            };
+            format!("{name}: another disk has the name now ({now}, was {was}): its rule tuned the one before; {next}")
+        })
+        .collect()
 }
 
 /// A state directory closed to a user who is not root, or one that is

@@ -2,7 +2,8 @@
 
 mod common;
 use blkqos::abi::Abi;
-use common::{Env, NVME_AUTO, Run};
+use common::{Env, NVME_AUTO, Run, device};
+use serde_json::Value;
 use std::path::Path;
 
 fn devpath(env: &Env, name: &str) -> String {
@@ -449,6 +450,10 @@ fn every_saved_disk_replaced_at_once_is_refused() {
             "{args:?}: nothing forgotten"
         );
     }
+    let r = env.run(&["status"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    r.assert_stderr_has("every disk the state names is another one now");
+    assert_eq!(std::fs::read(env.state.join("state.json")).unwrap(), state);
 }
 
 /// The refusal as a JSON error document, its kind in the schema.
@@ -483,4 +488,31 @@ fn every_saved_disk_replaced_is_an_error_document_of_its_own_kind() {
             .is_valid(&doc),
         "{doc}"
     );
+}
+
+/// A name whose disk is another one now, its remove not handled yet:
+/// status does not show the new disk under the rule that tuned the one
+/// before, and says why (as the next apply will, when it forgets it).
+#[test]
+fn status_shows_a_replaced_disk_without_the_rule_of_the_one_before() {
+    let mut env = Env::zoo(Abi::Queue);
+    let p = env.profile("p.toml", NVME_AUTO);
+    let (new, old) = reuse_nvme0n1(&mut env, &p);
+    let why = format!("nvme0n1: another disk has the name now (diskseq {new}, was diskseq {old})");
+    let r = env.run(&["status", "--json"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let doc = r.json();
+    assert_eq!(device(&doc, "nvme0n1")["rule"], Value::Null, "{}", r.stdout);
+    let warned = doc["warnings"].as_array().expect("warnings");
+    assert!(
+        warned
+            .iter()
+            .any(|w| w.as_str().is_some_and(|w| w.starts_with(&why))),
+        "{doc}"
+    );
+    let r = env.run(&["status"]);
+    assert!(r.stdout.contains("nvme0n1 rule: -"), "{}", r.stdout);
+    r.assert_stderr_has(&why);
+    // nothing forgotten by a command that only reads
+    assert_eq!(env.state_json()["rules"]["nvme0n1"], "nvme");
 }

@@ -143,7 +143,9 @@ pub fn status(ctx: &Ctx, json: bool, out: &mut String) -> Result<u8, Error> {
             }
         }
     }
+    let mut state = state;
     let mut warn = inv.warnings.clone();
+    warn.extend(crate::engine::disown_replaced(&ctx.sysfs, &mut state));
     // each CPU's lease read once, so a bad one is warned about once however
     // many disks share the CPU
     let mut leases: BTreeMap<u32, Result<Option<Lease>, ()>> = BTreeMap::new();
