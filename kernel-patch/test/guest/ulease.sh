@@ -275,7 +275,23 @@ check_user_lease() {
 	off_deep="$1 $2"
 	ulease_start auto
 	expect "ulease-auto-picks-tracepoint" -n "$(grep 'through the block:block_rq_issue tracepoint' /tmp/ulease.log)"
+	# the start takes the I/O udev's probe left in the disk's stat as a
+	# burst: its lapse, put-back and save come 3 ms later, which a host
+	# stall can push past this point. Counted from when that is over: the
+	# originals back and no wake-up for half a second
+	k=0
+	while [ $k -lt 50 ] && [ "$(qos_both)" != "0 500" ]; do
+		sleep 0.1
+		k=$((k + 1))
+	done
+	k=0
 	w0=$(wakeups $ul_pid)
+	while [ $k -lt 10 ]; do
+		sleep 0.5
+		[ "$(wakeups $ul_pid)" != "$w0" ] || break
+		w0=$(wakeups $ul_pid)
+		k=$((k + 1))
+	done
 	u0=$(cpu_us $ul_pid)
 	set -- $(idle_deep 10)
 	w1=$(wakeups $ul_pid)
