@@ -271,21 +271,32 @@ pub fn forget_replaced(sysfs: &Sysfs, state: &mut State) -> Result<Vec<String>, 
 }
 
 /// For a command that only reads: names whose disk is another one now are
-/// shown owned by no rule (the rule tuned the disk before), one warning
-/// each; the state is left as it is for the next apply to forget.
+/// shown owned by no rule, one warning each; the state is left as it is
+/// for the next run that writes to forget (or, every disk replaced, to
+/// refuse, which one more warning says).
 pub fn disown_replaced(sysfs: &Sysfs, state: &mut State) -> Vec<String> {
     let replaced = replaced(sysfs, state);
     let all = replaced.len() >= 2 && replaced.len() == state.disks.len();
-    (replaced.into_iter())
+    let mut warnings: Vec<String> = (replaced.iter())
         .map(|(name, was, now)| {
-            state.rules.remove(&name);
-            let next = match all {
-                true => "every disk the state names is another one now: the next apply refuses the state",
-                false => "the next apply forgets what was saved for the one before",
+            let rule = match state.rules.remove(name) {
+                Some(r) => format!("rule \"{r}\" tuned the one before; "),
+                None => String::new(),
             };
-            format!("{name}: another disk has the name now ({now}, was {was}): its rule tuned the one before; {next}")
+            let next = match all {
+                true => "",
+                false => "; the next apply, restore or udev event forgets what was saved for it",
+            };
+            format!("{name}: another disk has the name now ({now}, was {was}): {rule}shown under no rule{next}")
         })
-        .collect()
+        .collect();
+    if all {
+        warnings.push(format!(
+            "every disk the state names is another one now ({}): apply, restore and udev events refuse this state, more likely one from another boot or machine than every disk swapped",
+            replaced.len()
+        ));
+    }
+    warnings
 }
 
 /// A state directory closed to a user who is not root, or one that is

@@ -504,10 +504,11 @@ fn status_shows_a_replaced_disk_without_the_rule_of_the_one_before() {
     let doc = r.json();
     assert_eq!(device(&doc, "nvme0n1")["rule"], Value::Null, "{}", r.stdout);
     let warned = doc["warnings"].as_array().expect("warnings");
+    let told = format!("{why}: rule \"nvme\" tuned the one before; shown under no rule");
     assert!(
         warned
             .iter()
-            .any(|w| w.as_str().is_some_and(|w| w.starts_with(&why))),
+            .any(|w| w.as_str().is_some_and(|w| w.starts_with(&told))),
         "{doc}"
     );
     let r = env.run(&["status"]);
