@@ -239,16 +239,20 @@ fn replaced(sysfs: &Sysfs, state: &State) -> Vec<(String, DiskId, DiskId)> {
         .collect()
 }
 
+/// Every disk the state names (two or more) is another one now: far more
+/// likely a state or a tree from elsewhere than every disk swapped.
+fn every_disk(replaced: &[(String, DiskId, DiskId)], state: &State) -> bool {
+    replaced.len() >= 2 && replaced.len() == state.disks.len()
+}
+
 /// What the one before saved under its own directory left with it, and
 /// the name's rule is planned afresh, so the new disk's values are its own
 /// originals. Values saved on other disks for it (an array's members)
 /// stay: they are those disks' originals. One warning per name.
-/// Every disk the state names at once (two or more) is far more likely a
-/// state or a tree from elsewhere than every disk swapped: refused, as
-/// forgetting cannot be undone.
+/// Every disk replaced at once is refused, as forgetting cannot be undone.
 pub fn forget_replaced(sysfs: &Sysfs, state: &mut State) -> Result<Vec<String>, PlanError> {
     let replaced = replaced(sysfs, state);
-    if replaced.len() >= 2 && replaced.len() == state.disks.len() {
+    if every_disk(&replaced, state) {
         let names: Vec<&str> = replaced.iter().map(|(n, _, _)| n.as_str()).collect();
         return Err(PlanError::AllReplaced {
             count: names.len(),
@@ -276,7 +280,7 @@ pub fn forget_replaced(sysfs: &Sysfs, state: &mut State) -> Result<Vec<String>, 
 /// refuse, which one more warning says).
 pub fn disown_replaced(sysfs: &Sysfs, state: &mut State) -> Vec<String> {
     let replaced = replaced(sysfs, state);
-    let all = replaced.len() >= 2 && replaced.len() == state.disks.len();
+    let all = every_disk(&replaced, state);
     let mut warnings: Vec<String> = (replaced.iter())
         .map(|(name, was, now)| {
             let rule = match state.rules.remove(name) {

@@ -5,9 +5,13 @@ pass() { echo "BLKQOS-CHECK PASS $*"; }
 fail() { echo "BLKQOS-CHECK FAIL $*"; }
 measure() { echo "BLKQOS-MEASURE $*"; }
 expect() { # name condition-words... : pass when the test(1) expression holds
+	# (the status says which, for a caller that has more to print on a failure)
 	name=$1
 	shift
-	if [ "$@" ]; then pass "$name"; else fail "$name" "($*)"; fi
+	if [ "$@" ]; then pass "$name"; else
+		fail "$name" "($*)"
+		return 1
+	fi
 }
 
 mknull() { # name attr=value...
