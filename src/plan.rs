@@ -28,6 +28,10 @@ pub struct Change {
     /// Every device whose settings reach this value (the owner, whose
     /// request won, among them): what `restore --device` goes by.
     pub contributors: BTreeSet<String>,
+    /// On a CPU `blkqos lease` has an entry for: the value under its hold
+    /// once this change is made (what it puts back at its lapse). The
+    /// lease is told through the state, in the same transaction.
+    pub lease_original: Option<String>,
 }
 
 /// One device's part of a plan. Its changes are those its request won.
@@ -469,14 +473,25 @@ pub fn build(profile: &Profile, snap: &Snapshot, scope: &Scope) -> Result<Plan, 
         if want.release {
             forget.insert(path.clone());
         }
-        if same_value(&path, &current, &want.value) {
+        let lease = on_lease(&snap.state, &path, &current);
+        let base = lease.held.unwrap_or(current.as_str()).to_string();
+        let mut value = want.value;
+        if !want.release && crate::lease::cpuqos::cpu_of(&path).is_some() {
+            // the static fallback never loosens what the CPU had before
+            // blkqos (an admin's 5, CRI-O's n/a), as the lease does not
+            let original = (snap.state.saved.get(&path)).map_or(base.as_str(), |s| &s.original);
+            value = resume::encode(resume::strictest(
+                resume::decode(original).flatten(),
+                resume::decode(&value).flatten(),
+            ));
+        }
+        if same_value(&path, &base, &value) {
             continue;
         }
         // What could not be saved as read could not be put back: the state's
         // own check (that of every read) decides, so what is saved reads back.
         // (an entry saved already keeps its original; its owners grow)
-        let original =
-            (snap.state.saved.get(&path)).map_or(current.as_str(), |s| s.original.as_str());
+        let original = (snap.state.saved.get(&path)).map_or(base.as_str(), |s| s.original.as_str());
         if let Err(why) = crate::state::check_entry(&path, original, &want.contributors) {
             warnings.push(format!(
                 "{path}: left alone: what it holds now could not be saved to put back ({why})"
@@ -484,9 +499,10 @@ pub fn build(profile: &Profile, snap: &Snapshot, scope: &Scope) -> Result<Plan, 
             continue;
         }
         let change = Change {
+            after: lease.write(&value),
+            lease_original: lease.entry.then(|| value.clone()),
             path,
             before: current,
-            after: want.value,
             contributors: want.contributors,
         };
         if let Some(&i) = at.get(&want.owner) {
@@ -516,6 +532,39 @@ pub fn build(profile: &Profile, snap: &Snapshot, scope: &Scope) -> Result<Plan, 
         distrusted: snap.state.distrusted,
         unread,
     })
+}
+
+/// A CPU value as `blkqos lease` leaves it: whether the state has the
+/// lease's entry for it, and the value under its hold where it holds it.
+pub struct OnLease<'a> {
+    pub entry: bool,
+    pub held: Option<&'a str>,
+    current: &'a str,
+}
+
+impl OnLease<'_> {
+    /// What to write for `value` to be the CPU's: on a CPU held, the
+    /// stricter of it and the hold, which the lease's lapse ends.
+    pub fn write(&self, value: &str) -> String {
+        match self.held {
+            Some(_) => resume::encode(resume::strictest(
+                resume::decode(value).flatten(),
+                resume::decode(self.current).flatten(),
+            )),
+            None => value.to_string(),
+        }
+    }
+}
+
+pub fn on_lease<'a>(state: &'a crate::state::State, path: &str, current: &'a str) -> OnLease<'a> {
+    let l = state.leases.get(path);
+    OnLease {
+        entry: l.is_some(),
+        held: l
+            .filter(|l| l.original != current && crate::lease::cpuqos::ours(l, current))
+            .map(|l| l.original.as_str()),
+        current,
+    }
 }
 
 /// A disk's scheduler is written before its other attributes, forwards

@@ -319,6 +319,14 @@ pub fn write(sysfs: &Sysfs, locked: &mut Locked, plan: &Plan) -> Result<Written,
             for s in locked.state.saved.values_mut() {
                 s.owners.retain(|o| !plan.disown.contains(o));
             }
+            // a running lease takes this in at its next step, under the lock
+            for c in &changes {
+                if let (Some(o), Some(l)) =
+                    (&c.lease_original, locked.state.leases.get_mut(&c.path))
+                {
+                    l.original = o.clone();
+                }
+            }
             keep_named_disks(&mut locked.state);
             w.forgotten = written.saved.len() - locked.state.saved.len();
             if locked.state != written
@@ -362,6 +370,7 @@ mod tests {
 
     fn change(path: &str, before: &str, after: &str) -> Change {
         Change {
+            lease_original: None,
             path: path.into(),
             before: before.into(),
             after: after.into(),

@@ -64,6 +64,11 @@ pub fn kernel_has_lease(sysfs: &crate::sysfs::Sysfs) -> bool {
         || (disks.iter()).any(|d| sysfs.exists(&format!("block/{d}/queue/cpu_lat_limit_us")))
 }
 
+/// How soon a step that could not take the state lock tries again: a
+/// lapse waits for `apply` or `restore` (milliseconds) rather than write
+/// over what they are writing.
+const LOCK_RETRY: Duration = Duration::from_millis(10);
+
 /// Put back what a killed run left, then run until told to stop.
 pub fn lease(ctx: &Ctx, opts: &Options) -> Result<u8, Error> {
     if opts.unless_kernel_lease {
@@ -199,15 +204,13 @@ struct Run<'a> {
     start: Instant,
     /// What `lease.json` says now; a failed write is warned about once.
     published: Option<(&'static str, BTreeMap<u32, CpuLease>)>,
-    /// The leases last saved in the state file.
-    saved: Option<BTreeMap<String, LeaseSaved>>,
     /// A rescan may have changed what the state must hold, and it is not
     /// saved yet: until it is, no CPU is newly held or held at another
     /// limit (a SIGKILL would leave values no put-back knows); letting
-    /// go is not held back. Tried again at the steps that would hold,
-    /// without waiting for the lock.
+    /// go is not held back. Tried again at the next step, without
+    /// waiting for the lock.
     unsaved: bool,
-    /// A failed save is logged once, until one succeeds.
+    /// A busy lock or a failed save is logged once, until one succeeds.
     save_failed: bool,
     /// The state directory, checked and resolved: where `lease.json` goes.
     dir: PathBuf,
@@ -257,7 +260,6 @@ impl<'a> Run<'a> {
             start: Instant::now(),
             published: None,
             publish_failed: false,
-            saved: None,
             unsaved: false,
             save_failed: false,
             dir: ctx.state.checked_dir()?,
@@ -372,38 +374,19 @@ impl<'a> Run<'a> {
         }
         // not waiting for the lock: the steps try again
         self.unsaved = true;
-        self.save_or_log(false);
+        self.sync(None);
         Ok(())
-    }
-
-    /// Save, and say once when it fails; false when it did.
-    fn save_or_log(&mut self, wait: bool) -> bool {
-        match self.save(wait) {
-            Ok(()) => {
-                self.save_failed = false;
-                true
-            }
-            Err(e) => {
-                if !self.save_failed {
-                    log::error!(
-                        "{e}; no CPU is newly held or held at another limit until the state can be saved"
-                    );
-                }
-                self.save_failed = true;
-                false
-            }
-        }
     }
 
     /// The state file's leases: every CPU a grant may hold, with its
     /// original and every limit the run may have written over it.
-    fn save(&mut self, wait: bool) -> Result<(), Error> {
+    fn leases_saved(&mut self) -> BTreeMap<String, LeaseSaved> {
         for g in self.grants.values() {
             for &c in &g.cpus {
                 self.limits.entry(c).or_default().insert(g.limit_us);
             }
         }
-        let leases: BTreeMap<String, LeaseSaved> = (self.qos.originals())
+        (self.qos.originals())
             .map(|(cpu, original)| {
                 (
                     cpuqos::attr(cpu),
@@ -413,24 +396,65 @@ impl<'a> Run<'a> {
                     },
                 )
             })
-            .collect();
-        // the state's leases are this run's while it holds the lease lock:
-        // what it saved last is what the file has
-        if self.saved.as_ref() == Some(&leases) {
-            self.unsaved = false;
-            return Ok(());
-        }
-        let mut locked = match wait {
-            true => self.ctx.state.lock()?,
-            false => self.ctx.state.lock_now()?,
+            .collect()
+    }
+
+    /// Bring the CPUs to `wanted` (with `None`, only save the originals)
+    /// under the state lock, taken without waiting: what `apply` and
+    /// `restore` told the lease through the state is taken in first, each
+    /// value to change is read under the lock, the originals are saved
+    /// before a value is written over them, and the writes are made
+    /// before the lock is let go, so that no other run's value is undone
+    /// by a write planned from a value read before it. False when the
+    /// lock was busy or the state could not be saved: nothing that holds
+    /// was written, and the caller tries again soon.
+    fn sync(&mut self, wanted: Option<&BTreeMap<u32, u64>>) -> bool {
+        let sysfs = &self.ctx.sysfs;
+        let mut locked = match self.ctx.state.lock_now() {
+            Ok(l) => l,
+            Err(e) => {
+                self.failed_once(&e.to_string());
+                return false;
+            }
         };
-        if locked.state.leases != leases {
-            locked.state.leases = leases.clone();
-            locked.save()?;
+        self.qos.resync(sysfs, &locked.state.leases);
+        let mut plan = match wanted {
+            Some(w) => self.qos.plan(sysfs, w),
+            None => cpuqos::Plan::default(),
+        };
+        for n in &plan.notes {
+            log::warn!("{n}");
         }
-        self.saved = Some(leases);
-        self.unsaved = false;
-        Ok(())
+        let leases = self.leases_saved();
+        let mut saved = true;
+        if locked.state.leases != leases {
+            locked.state.leases = leases;
+            if let Err(e) = locked.save() {
+                self.failed_once(&e.to_string());
+                saved = false;
+                // letting go is still safe; a new hold needs its original saved
+                plan.writes.retain(|(_, _, hold)| !hold);
+            }
+        }
+        for n in self.qos.write(&self.ctx.sysfs, plan.writes) {
+            log::warn!("{n}");
+        }
+        if saved {
+            self.save_failed = false;
+            self.unsaved = false;
+        }
+        saved
+    }
+
+    /// Say once that the state cannot be had, until it can again.
+    fn failed_once(&mut self, e: &str) {
+        if !self.save_failed {
+            log::error!(
+                "{e}; no CPU's value is changed until the state can be saved (tried again every {} ms)",
+                LOCK_RETRY.as_millis()
+            );
+        }
+        self.save_failed = true;
     }
 
     /// Take in the I/O seen since the last step, bring the CPUs to what the
@@ -472,29 +496,8 @@ impl<'a> Run<'a> {
             self.leases.saw_io(&d, now);
         }
         let wanted = self.leases.wanted(now);
-        let mut plan = self.qos.plan(sysfs, &wanted);
-        for n in &plan.notes {
-            log::warn!("{n}");
-        }
-        // an original is saved before a value is written over it; when
-        // it cannot be, the CPU is not held (letting go is still safe).
-        // A save left over from a rescan is tried again only by a step
-        // that would hold, and without waiting for the lock, so that a
-        // lapse or a signal is never kept waiting by another run
-        let holds = plan.writes.iter().any(|(_, _, hold)| *hold);
-        let saved = if plan.changed {
-            self.save_or_log(true)
-        } else if self.unsaved && holds {
-            self.save_or_log(false)
-        } else {
-            true
-        };
-        if !saved {
-            plan.writes.retain(|(_, _, hold)| !hold);
-        }
-        for n in self.qos.write(sysfs, plan.writes) {
-            log::warn!("{n}");
-        }
+        // a renewal that changes nothing takes no lock and reads nothing
+        let retry = (self.qos.needs(&wanted) || self.unsaved) && !self.sync(Some(&wanted));
         self.publish(now);
         let mut look: Option<Duration> = None;
         let mut shorter = |d: Duration| look = Some(look.map_or(d, |l| l.min(d)));
@@ -523,6 +526,9 @@ impl<'a> Run<'a> {
         }
         if let Some(lapse) = self.leases.next_lapse(now) {
             shorter(lapse - now);
+        }
+        if retry {
+            shorter(LOCK_RETRY);
         }
         look
     }
@@ -597,6 +603,18 @@ impl<'a> Run<'a> {
     fn release(&mut self) -> Result<u8, Error> {
         published::remove(&self.dir);
         let sysfs = &self.ctx.sysfs;
+        // waiting this time (a stop may wait the lock timeout): a CPU put
+        // back under the lock never undoes what apply or restore wrote
+        let locked = match self.ctx.state.lock() {
+            Ok(l) => Some(l),
+            Err(e) => {
+                log::warn!("{e}; putting the CPUs back without the state lock");
+                None
+            }
+        };
+        if let Some(l) = &locked {
+            self.qos.resync(sysfs, &l.state.leases);
+        }
         let plan = self.qos.plan(sysfs, &BTreeMap::new());
         let mut notes = plan.notes;
         notes.extend(self.qos.write(sysfs, plan.writes));
@@ -604,7 +622,10 @@ impl<'a> Run<'a> {
             log::warn!("{n}");
         }
         let still: BTreeSet<u32> = self.qos.held().map(|(c, _)| c).collect();
-        let mut locked = self.ctx.state.lock()?;
+        let mut locked = match locked {
+            Some(l) => l,
+            None => self.ctx.state.lock()?,
+        };
         locked
             .state
             .leases

@@ -62,12 +62,17 @@ pub fn restore(snap: &Snapshot, scope: &Scope, forget_missing: bool) -> Result<P
         match snap.value(path) {
             Reading::Value(v) => {
                 plan.forget.insert(path.clone());
-                if !same_value(path, v, &saved.original) {
+                let current = live_value(path, v);
+                // a CPU a lease holds is left to it: its original is what
+                // the lease puts back at the lapse
+                let lease = on_lease(state, path, &current);
+                if !same_value(path, lease.held.unwrap_or(&current), &saved.original) {
                     let owner = saved.owners.iter().next().cloned().unwrap_or_default();
                     by_owner.entry(owner).or_default().push(Change {
                         path: path.clone(),
-                        before: live_value(path, v),
-                        after: saved.original.clone(),
+                        after: lease.write(&saved.original),
+                        lease_original: lease.entry.then(|| saved.original.clone()),
+                        before: current.clone(),
                         contributors: saved.owners.clone(),
                     });
                 }

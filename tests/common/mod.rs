@@ -98,6 +98,20 @@ impl Env {
         c
     }
 
+    /// The binary with the shim holding the writes numbered in `at` to a
+    /// file whose path holds `matches`, until `gate` is removed (the shim
+    /// creates `gate.held` when it holds one): another run goes on while
+    /// this one is inside its write, with its locks taken.
+    pub fn held_cmd(&self, matches: &str, at: &str, gate: &Path) -> Command {
+        std::fs::write(gate, "").unwrap();
+        let mut c = self.cmd();
+        c.env("LD_PRELOAD", fault_shim())
+            .env("BLKQOS_FAULT_MATCH", matches)
+            .env("BLKQOS_FAULT_AT", at)
+            .env("BLKQOS_FAULT_HOLD", gate);
+        c
+    }
+
     /// Run with `--sysfs root` instead of the fixture's tree.
     pub fn run_in(&self, root: &Path, args: &[&str]) -> Run {
         let out: Output = self

@@ -8,6 +8,12 @@
  * $BLKQOS_FAULT_AT may list several writes ("3,5") and $BLKQOS_FAULT_MATCH
  * several substrings ("/queue/|state.json"), counted together: a failed
  * write followed by a failed rollback, or by a failed save of the state.
+ *
+ * With $BLKQOS_FAULT_HOLD set to a path instead of an errno, the listed
+ * writes are held, not failed: the shim creates "$BLKQOS_FAULT_HOLD.held"
+ * and waits (at most 60 s) until the test removes $BLKQOS_FAULT_HOLD, then
+ * writes. A race test holds one run inside its write, with its locks
+ * taken, while another runs.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -15,6 +21,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <time.h>
 #include <unistd.h>
 
 static int writes;
@@ -73,14 +81,34 @@ static int listed(const char *at, int n)
 	return 0;
 }
 
+/* Say the write is held, then wait until the test lets it go. */
+static void hold(const char *gate)
+{
+	struct timespec ms = { 0, 1000000 };
+	char held[4096];
+	int i, fd;
+
+	snprintf(held, sizeof(held), "%s.held", gate);
+	fd = open(held, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+	if (fd >= 0)
+		close(fd);
+	for (i = 0; i < 60000 && access(gate, F_OK) == 0; i++)
+		nanosleep(&ms, NULL);
+}
+
 ssize_t write(int fd, const void *buf, size_t count)
 {
 	static ssize_t (*real)(int, const void *, size_t);
 	const char *at = getenv("BLKQOS_FAULT_AT");
 	const char *err = getenv("BLKQOS_FAULT_ERRNO");
+	const char *gate = getenv("BLKQOS_FAULT_HOLD");
 
 	if (!real)
 		real = (ssize_t (*)(int, const void *, size_t))dlsym(RTLD_NEXT, "write");
+	if (at && gate && fd > 2 && watched(fd) && listed(at, ++writes)) {
+		hold(gate);
+		return real(fd, buf, count);
+	}
 	if (at && err && fd > 2 && watched(fd) && listed(at, ++writes)) {
 		errno = atoi(err);
 		return -1;
