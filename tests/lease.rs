@@ -860,3 +860,18 @@ fn apply_and_restore_in_a_loop_against_a_lease_with_io_leave_every_value_as_foun
     assert!(state["saved"].as_object().unwrap().is_empty(), "{state}");
     assert!(state.get("leases").is_none(), "{state}");
 }
+
+#[test]
+fn the_static_fallback_never_loosens_a_stricter_value() {
+    let (env, _) = env();
+    env.fx.put(&resume(1), "5");
+    env.fx.put(&resume(2), "n/a");
+    let s = static_profile(&env, 20);
+    let r = env.run(&["apply", s.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(values(&env), ["20", "5", "n/a"]);
+    let r = env.run(&["verify", s.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert_eq!(env.run(&["restore"]).code, 0);
+    assert_eq!(values(&env), ["0", "5", "n/a"]);
+}
