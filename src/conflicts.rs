@@ -19,6 +19,8 @@ pub enum Kind {
     CpuDmaLatency,
     UdevRule,
     Tuned,
+    /// Values a `blkqos lease` that no longer runs left on the CPUs.
+    LeaseLeft,
 }
 
 impl Kind {
@@ -29,6 +31,7 @@ impl Kind {
             Kind::CpuDmaLatency => "cpu-dma-latency",
             Kind::UdevRule => "udev-rule",
             Kind::Tuned => "tuned",
+            Kind::LeaseLeft => "lease-left",
         }
     }
 }
@@ -57,9 +60,20 @@ const WATCHED: [&str; 3] = [
     "pm_qos_resume_latency_us",
 ];
 
-/// What the sysfs tree shows: idle states switched off and per-CPU resume
-/// latencies that are not blkqos's own.
-pub fn in_sysfs(sysfs: &Sysfs, state: &State) -> Vec<Conflict> {
+/// Whether a `blkqos lease` runs on the state directory read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeaseSeen {
+    Running,
+    NotRunning,
+    /// The state could not be read (root's, read by another user): a
+    /// value could be a lease's or anyone's.
+    Unknown,
+}
+
+/// What the sysfs tree shows: idle states switched off, per-CPU resume
+/// latencies that are not blkqos's own, and those a lease that no longer
+/// runs left.
+pub fn in_sysfs(sysfs: &Sysfs, state: &State, lease: LeaseSeen) -> Vec<Conflict> {
     let mut disabled: BTreeMap<String, Vec<u32>> = BTreeMap::new();
     let mut found = Vec::new();
     for cpu_dir in sysfs.list("devices/system/cpu") {
@@ -81,18 +95,41 @@ pub fn in_sysfs(sysfs: &Sysfs, state: &State) -> Vec<Conflict> {
             (state.leases.get(&path))
                 .is_some_and(|s| v != s.original && crate::lease::cpuqos::ours(s, v))
         };
-        if let Some(v) = sysfs
+        let Some(v) = sysfs
             .attr(&path)
-            .filter(|v| v != "0" && !state.saved.contains_key(&path) && !leased(v))
-        {
-            found.push(conflict(
-                Kind::ResumeLatency,
-                format!(
-                    "cpu{cpu}: pm_qos_resume_latency_us = {v} was set outside blkqos \
-                     (a static limit on that CPU)"
-                ),
-            ));
+            .filter(|v| v != "0" && !state.saved.contains_key(&path))
+        else {
+            continue;
+        };
+        if leased(&v) {
+            if lease == LeaseSeen::NotRunning
+                && let Some(s) = state.leases.get(&path)
+            {
+                found.push(conflict(
+                    Kind::LeaseLeft,
+                    format!(
+                        "cpu{cpu}: pm_qos_resume_latency_us = {v} was left by a blkqos lease \
+                         that is not running (killed?); `blkqos lease --put-back` or \
+                         `blkqos restore` puts back {:?}",
+                        s.original
+                    ),
+                ));
+            }
+            continue;
         }
+        let whose = match lease {
+            LeaseSeen::Unknown => {
+                "was set outside blkqos or by a running blkqos lease (the state \
+                 directory cannot be read to tell: run as root)"
+            }
+            _ => "was set outside blkqos",
+        };
+        found.push(conflict(
+            Kind::ResumeLatency,
+            format!(
+                "cpu{cpu}: pm_qos_resume_latency_us = {v} {whose} (a static limit on that CPU)"
+            ),
+        ));
     }
     for (name, cpus) in disabled {
         found.insert(
@@ -233,7 +270,10 @@ mod tests {
         let f = Fixture::new(dir.path(), 4, Abi::Queue);
         let sysfs = Sysfs::new(dir.path());
         let mut state = State::default();
-        assert!(in_sysfs(&sysfs, &state).is_empty(), "a clean tree is clean");
+        assert!(
+            in_sysfs(&sysfs, &state, LeaseSeen::NotRunning).is_empty(),
+            "a clean tree is clean"
+        );
 
         let states = sysfs.list("devices/system/cpu/cpu2/cpuidle");
         let deepest = states.last().expect("idle states");
@@ -254,7 +294,7 @@ mod tests {
                 owners: ["nvme0n1".to_string()].into(),
             },
         );
-        let found = in_sysfs(&sysfs, &state);
+        let found = in_sysfs(&sysfs, &state, LeaseSeen::NotRunning);
         let kinds: Vec<Kind> = found.iter().map(|c| c.kind).collect();
         assert_eq!(kinds, [Kind::IdleStateDisabled, Kind::ResumeLatency]);
         let found: Vec<String> = found.into_iter().map(|c| c.message).collect();

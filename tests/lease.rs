@@ -362,6 +362,18 @@ fn what_a_killed_lease_published_is_not_shown() {
     // the file stays, its writer is gone
     assert!(env.state.join("lease.json").exists());
     shows_no_user_lease(&env);
+    // what it left is flagged, with the command that puts it back
+    let r = env.run(&["status"]);
+    assert!(
+        r.stderr
+            .contains("left by a blkqos lease that is not running")
+            && r.stderr.contains("blkqos lease --put-back"),
+        "{}",
+        r.stderr
+    );
+    let m = env.run(&["metrics", p.to_str().unwrap()]).stdout;
+    assert!(m.contains("blkqos_conflicts{kind=\"lease-left\"} 3"), "{m}");
+    assert!(m.contains("blkqos_saved_originals 3"), "{m}");
     // and the stop step removes it with the values
     let r = env.run(&["lease", "--put-back", p.to_str().unwrap()]);
     assert_eq!(r.code, 0, "{}", r.stderr);

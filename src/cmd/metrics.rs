@@ -73,10 +73,21 @@ pub fn collect(ctx: &Ctx, profile_path: &Path) -> Result<String, Error> {
             (State::default(), false)
         }
     };
-    let mut found = conflicts::in_sysfs(&ctx.sysfs, &state);
+    let seen = match (
+        crate::lease::published::running(ctx.state.dir()),
+        readable_state,
+    ) {
+        (Some(_), _) => conflicts::LeaseSeen::Running,
+        (None, true) => conflicts::LeaseSeen::NotRunning,
+        (None, false) => conflicts::LeaseSeen::Unknown,
+    };
+    let mut found = conflicts::in_sysfs(&ctx.sysfs, &state, seen);
     // The kinds looked for: a --sysfs tree is not this host, so what only
     // the host shows is not looked at there, and absent rather than 0.
     let mut checked = vec![Kind::IdleStateDisabled, Kind::ResumeLatency];
+    if readable_state {
+        checked.push(Kind::LeaseLeft);
+    }
     let mut unchecked_pids = None;
     if ctx.sysfs.is_live() {
         let host = conflicts::on_host(Path::new("/etc"), Path::new("/usr/lib"), Path::new("/proc"));
@@ -123,10 +134,10 @@ pub fn collect(ctx: &Ctx, profile_path: &Path) -> Result<String, Error> {
     let mut saved = Family::new(
         "blkqos_saved_originals",
         Type::Gauge,
-        "Original values blkqos saved, to put back on restore.",
+        "Original values blkqos saved, to put back on restore (apply's and blkqos lease's).",
     );
     if readable_state {
-        saved.add(&[], int(state.saved.len() as u64));
+        saved.add(&[], int((state.saved.len() + state.leases.len()) as u64));
     }
     let mut profile_ok = Family::new(
         "blkqos_profile_readable",
