@@ -210,8 +210,11 @@ impl Engine<'_> {
                 }
             }
         };
-        if scope.removed.is_some() {
-            // one that left with it is no longer anyone to plan for
+        // One that left with it is no longer anyone to plan for. A restore
+        // of the removed disk keeps it: emptied, its scope would be
+        // everything, and every other disk's entries, not read by this
+        // scoped run, would look gone and be forgotten.
+        if let (Job::Apply { .. }, Some(_)) = (job, &scope.removed) {
             scope.devices.retain(|d| inventory.get(d).is_some());
         }
         // a scoped run reads the saved values of its own disks only

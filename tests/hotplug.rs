@@ -517,3 +517,52 @@ fn status_shows_a_replaced_disk_without_the_rule_of_the_one_before() {
     // nothing forgotten by a command that only reads
     assert_eq!(env.state_json()["rules"]["nvme0n1"], "nvme");
 }
+
+/// Three NVMe disks at limit 7 and 64 requests (nvme2n1 an md0 member
+/// without a rule of its own there).
+const THREE_NVME: &str = r#"
+[[rule]]
+name = "three"
+match = { name = ["nvme0n1", "nvme1n1", "nvme2n1"] }
+cpu_lat_limit_us = 7
+[rule.queue]
+nr_requests = "64"
+"#;
+
+/// The udev rule runs remove whether or not a profile is installed: one
+/// disk's remove without a profile forgets that disk's entries and no
+/// other's, and `restore` still puts the others back.
+#[test]
+fn remove_without_a_profile_forgets_only_the_removed_disks_entries() {
+    let env = Env::zoo(Abi::Queue);
+    let p = env.profile("p.toml", THREE_NVME);
+    let r = env.run(&["apply", p.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let seq = env.get("block/nvme1n1/diskseq");
+    let dp = devpath(&env, "nvme1n1");
+    env.fx.remove_disk("nvme1n1");
+    let r = late_remove(&env, &dp, &seq, Path::new("/nonexistent/blkqos.toml"));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(!r.stderr.contains("warning"), "{}", r.stderr);
+    r.assert_stderr_has("nvme1n1: removed; forgot 2 saved value(s)");
+    let state = env.state_json();
+    let saved: Vec<&String> = state["saved"].as_object().unwrap().keys().collect();
+    for d in ["nvme0n1", "nvme2n1"] {
+        for attr in [LIMIT, "queue/nr_requests"] {
+            let path = format!("block/{d}/{attr}");
+            assert!(saved.contains(&&path), "{path} kept: {state}");
+        }
+        assert_eq!(state["rules"][d], "three", "{state}");
+    }
+    assert!(
+        !saved.iter().any(|p| p.starts_with("block/nvme1n1/")),
+        "{state}"
+    );
+    assert!(state["rules"].get("nvme1n1").is_none(), "{state}");
+    let r = env.run(&["restore"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    for d in ["nvme0n1", "nvme2n1"] {
+        assert_eq!(limit(&env, d), "-1", "{d}: {}", r.stdout);
+        assert_eq!(env.get(&format!("block/{d}/queue/nr_requests")), "1023");
+    }
+}
