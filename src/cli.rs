@@ -160,6 +160,12 @@ pub enum Command {
         /// empty sysfs tree); for disks that really were all unplugged
         #[arg(long)]
         forget_missing: bool,
+        /// Forget what was saved for disks whose name another disk has now
+        /// even when every disk the state names is another one (without
+        /// it, that is refused as a state from another boot or machine);
+        /// for remove events that were lost
+        #[arg(long)]
+        forget_replaced: bool,
     },
     /// Per device: knob values, owning rule, per-CPU limits, idle states and residency
     Status {

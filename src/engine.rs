@@ -20,9 +20,27 @@ use std::collections::{BTreeSet, HashSet};
 pub enum Job<'a> {
     /// The profile's values within the scope (a removed device included).
     Apply { profile: &'a Profile, scope: Scope },
-    /// The saved originals within the scope back; `forget_missing`: even
-    /// when every saved device is gone.
-    Restore { scope: Scope, forget_missing: bool },
+    /// The saved originals within the scope back.
+    Restore { scope: Scope, forget: Forget },
+}
+
+/// What a restore may forget that runs otherwise refuse to.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Forget {
+    /// The originals of devices that are gone, even when every saved
+    /// device is.
+    pub missing: bool,
+    /// What was saved for disks whose name another disk has now, even
+    /// when every disk the state names is another one.
+    pub replaced: bool,
+}
+
+impl Job<'_> {
+    /// Whether every disk the state names being another one now is
+    /// accepted (each forgotten) rather than refused.
+    fn forgets_all_replaced(&self) -> bool {
+        matches!(self, Job::Restore { forget, .. } if forget.replaced)
+    }
 }
 
 pub struct Engine<'a> {
@@ -81,8 +99,8 @@ impl Engine<'_> {
             .lock()
             .map_err(|e| failed(needs_root(job, e), None))?;
         let before = locked.state.saved.len();
-        let replaced =
-            forget_replaced(self.sysfs, &mut locked.state).map_err(|e| failed(e.into(), None))?;
+        let replaced = forget_replaced(self.sysfs, &mut locked.state, job.forgets_all_replaced())
+            .map_err(|e| failed(e.into(), None))?;
         if !replaced.is_empty() {
             locked.save().map_err(|e| failed(e.into(), None))?;
         }
@@ -133,7 +151,7 @@ impl Engine<'_> {
             Job::Apply { .. } => self.read_state(WITHOUT_STATE)?,
         };
         let mut state = state;
-        let replaced = forget_replaced(self.sysfs, &mut state)?;
+        let replaced = forget_replaced(self.sysfs, &mut state, job.forgets_all_replaced())?;
         let (snapshot, scope) = self.snapshot(job, state, inventory)?;
         let mut plan = plan_for(job, &snapshot, &scope)?;
         plan.warnings.splice(0..0, replaced);
@@ -252,10 +270,15 @@ fn every_disk(replaced: &[(String, DiskId, DiskId)], state: &State) -> bool {
 /// the name's rule is planned afresh, so the new disk's values are its own
 /// originals. Values saved on other disks for it (an array's members)
 /// stay: they are those disks' originals. One warning per name.
-/// Every disk replaced at once is refused, as forgetting cannot be undone.
-pub fn forget_replaced(sysfs: &Sysfs, state: &mut State) -> Result<Vec<String>, PlanError> {
+/// Every disk replaced at once is refused, as forgetting cannot be undone,
+/// unless asked for (`all`: `restore --forget-replaced`).
+pub fn forget_replaced(
+    sysfs: &Sysfs,
+    state: &mut State,
+    all: bool,
+) -> Result<Vec<String>, PlanError> {
     let replaced = replaced(sysfs, state);
-    if every_disk(&replaced, state) {
+    if !all && every_disk(&replaced, state) {
         let names: Vec<&str> = replaced.iter().map(|(n, _, _)| n.as_str()).collect();
         return Err(PlanError::AllReplaced {
             count: names.len(),
@@ -299,7 +322,7 @@ pub fn disown_replaced(sysfs: &Sysfs, state: &mut State) -> Vec<String> {
         .collect();
     if all {
         warnings.push(format!(
-            "every disk the state names is another one now ({}): apply, restore and udev events refuse this state, more likely one from another boot or machine than every disk swapped",
+            "every disk the state names is another one now ({}): apply, restore and udev events refuse this state, more likely one from another boot or machine than every disk swapped; if they were all swapped (their remove events lost), `blkqos restore --forget-replaced` forgets what was saved for the ones before",
             replaced.len()
         ));
     }
@@ -333,7 +356,7 @@ fn needs_root(job: &Job, e: StateError) -> Error {
 fn plan_for(job: &Job, snap: &Snapshot, scope: &Scope) -> Result<Plan, Error> {
     let mut plan = match job {
         Job::Apply { profile, .. } => plan::build(profile, snap, scope)?,
-        Job::Restore { forget_missing, .. } => plan::restore(snap, scope, *forget_missing)?,
+        Job::Restore { forget, .. } => plan::restore(snap, scope, forget.missing)?,
     };
     let mut warnings = snap.inventory.warnings.clone();
     warnings.append(&mut plan.warnings);

@@ -566,3 +566,49 @@ fn remove_without_a_profile_forgets_only_the_removed_disks_entries() {
         assert_eq!(env.get(&format!("block/{d}/queue/nr_requests")), "1023");
     }
 }
+
+/// The way out of "every saved disk replaced" (remove events lost, say to
+/// a lock timeout): the refusal names `restore --forget-replaced`, which
+/// forgets what was saved for the disks before, one warning each naming
+/// the disk it was and the one it is; apply then tunes the new disks.
+#[test]
+fn restore_forget_replaced_is_the_way_out_of_every_disk_replaced() {
+    let env = Env::zoo(Abi::Queue);
+    let p = env.profile("p.toml", NVME_AUTO);
+    assert_eq!(env.run(&["apply", p.to_str().unwrap()]).code, 0);
+    let disks = env.state_json()["disks"].as_object().unwrap().clone();
+    let mut was = Vec::new();
+    for (i, d) in disks.keys().enumerate() {
+        was.push((d.clone(), env.get(&format!("block/{d}/diskseq"))));
+        env.fx
+            .put(&format!("block/{d}/diskseq"), &(1000 + i).to_string());
+        if env.fx.root().join(format!("block/{d}/{LIMIT}")).exists() {
+            env.fx.put(&format!("block/{d}/{LIMIT}"), "25");
+        }
+    }
+    let r = env.run(&["apply", p.to_str().unwrap()]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    r.assert_stderr_has("`blkqos restore --forget-replaced`");
+    let r = env.run(&["restore", "--forget-replaced"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    for (i, (d, old)) in was.iter().enumerate() {
+        r.assert_stderr_has(&format!(
+            "{d}: another disk has the name now (diskseq {}, was diskseq {old})",
+            1000 + i
+        ));
+    }
+    for d in ["nvme0n1", "nvme1n1"] {
+        assert_eq!(limit(&env, d), "25", "{d}: the new disk's own value");
+    }
+    let state = env.state_json();
+    assert_eq!(state["saved"], serde_json::json!({}), "{state}");
+    let r = env.run(&["apply", p.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(limit(&env, "nvme0n1"), "4");
+    assert_eq!(env.run(&["restore"]).code, 0);
+    assert_eq!(
+        limit(&env, "nvme0n1"),
+        "25",
+        "its original is the new disk's"
+    );
+}

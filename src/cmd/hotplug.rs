@@ -2,7 +2,7 @@
 //! through the log, one line per device they changed.
 
 use super::Ctx;
-use crate::engine::{Done, Job};
+use crate::engine::{Done, Forget, Job};
 use crate::error::{EXIT_FAILED, EXIT_USAGE, Error};
 use crate::plan::{Plan, PlanError, Scope};
 use crate::profile::Profile;
@@ -90,7 +90,7 @@ fn remove_without_profile(ctx: &Ctx, name: &str, profile: &Path) -> Result<u8, E
             devices: vec![name.to_string()],
             removed: Some(name.to_string()),
         },
-        forget_missing: false,
+        forget: Forget::default(),
     };
     match ctx.engine().run(&job) {
         Ok(done) => {
