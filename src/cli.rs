@@ -202,6 +202,11 @@ pub enum Command {
         /// never); udev sets DISKSEQ (kernel 5.15+)
         #[arg(long, env = "DISKSEQ")]
         diskseq: Option<u64>,
+        /// A change event for new media in the same disk (a card swapped,
+        /// a loop device bound again), whose diskseq the kernel bumps: its
+        /// saved originals stay its own; udev sets DISK_MEDIA_CHANGE=1
+        #[arg(long, env = "DISK_MEDIA_CHANGE", value_parser = clap::builder::FalseyValueParser::new())]
+        disk_media_change: bool,
         /// The profile; drop-ins are read from blkqos.d beside it
         #[arg(default_value = DEFAULT_PROFILE)]
         profile: PathBuf,

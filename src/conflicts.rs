@@ -252,6 +252,7 @@ mod tests {
             crate::state::Saved {
                 original: "0".into(),
                 owners: ["nvme0n1".to_string()].into(),
+                written: None,
             },
         );
         let found = in_sysfs(&sysfs, &state);

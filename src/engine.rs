@@ -46,6 +46,17 @@ impl Job<'_> {
 pub struct Engine<'a> {
     pub sysfs: &'a Sysfs,
     pub state: &'a StateDir,
+    /// The media change the run's udev event reports, if it does.
+    pub media_change: Option<MediaChange>,
+}
+
+/// A media change the kernel reported (a udev change event with
+/// `DISK_MEDIA_CHANGE=1`: a card swapped in a reader, `losetup`): the
+/// disk `name`, at `diskseq` now, is the one it was, queue and all.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MediaChange {
+    pub name: String,
+    pub diskseq: u64,
 }
 
 /// A written plan, holding only the changes made.
@@ -99,9 +110,10 @@ impl Engine<'_> {
             .lock()
             .map_err(|e| failed(needs_root(job, e), None))?;
         let before = locked.state.saved.len();
-        let replaced = forget_replaced(self.sysfs, &mut locked.state, job.forgets_all_replaced())
+        let disks = locked.state.disks.clone();
+        let replaced = forget_replaced(self.sysfs, &mut locked.state, self.forgets(job))
             .map_err(|e| failed(e.into(), None))?;
-        if !replaced.is_empty() {
+        if locked.state.disks != disks {
             locked.save().map_err(|e| failed(e.into(), None))?;
         }
         let forgotten_before = before - locked.state.saved.len();
@@ -132,6 +144,14 @@ impl Engine<'_> {
         }
     }
 
+    /// What a run may take for another disk, and what for the same.
+    fn forgets(&self, job: &Job) -> Judge<'_> {
+        Judge {
+            all: job.forgets_all_replaced(),
+            media_change: self.media_change.as_ref(),
+        }
+    }
+
     /// Plan without the lock and without writing.
     pub fn preview(&self, job: &Job) -> Result<Preview, Error> {
         self.preview_of(job, None)
@@ -151,7 +171,7 @@ impl Engine<'_> {
             Job::Apply { .. } => self.read_state(WITHOUT_STATE)?,
         };
         let mut state = state;
-        let replaced = forget_replaced(self.sysfs, &mut state, job.forgets_all_replaced())?;
+        let replaced = forget_replaced(self.sysfs, &mut state, self.forgets(job))?;
         let (snapshot, scope) = self.snapshot(job, state, inventory)?;
         let mut plan = plan_for(job, &snapshot, &scope)?;
         plan.warnings.splice(0..0, replaced);
@@ -248,21 +268,83 @@ impl Engine<'_> {
     }
 }
 
+/// How [`forget_replaced`] judges the disks the state names.
+pub struct Judge<'a> {
+    /// Every disk the state names another one now is forgotten, not
+    /// refused (`restore --forget-replaced`).
+    pub all: bool,
+    pub media_change: Option<&'a MediaChange>,
+}
+
+/// A name, the disk it was, the disk it is.
+type Renamed = (String, DiskId, DiskId);
+
 /// Names the state saved values for whose disk is another one now (a hot
-/// swap, an array made again, its remove not handled yet): the name, the
-/// disk it was, the disk it is.
-fn replaced(sysfs: &Sysfs, state: &State) -> Vec<(String, DiskId, DiskId)> {
-    (state.disks.iter())
-        .filter_map(|(name, was)| {
-            let now = DiskId::read(sysfs, name)?;
-            (!now.same_disk(was)).then(|| (name.clone(), was.clone(), now))
-        })
-        .collect()
+/// swap, an array made again, its remove not handled yet), and names whose
+/// disk has a later diskseq but is the same queue, its media changed.
+fn replaced(
+    sysfs: &Sysfs,
+    state: &State,
+    media_change: Option<&MediaChange>,
+) -> (Vec<Renamed>, Vec<(Renamed, &'static str)>) {
+    let mut replaced = Vec::new();
+    let mut changed = Vec::new();
+    for (name, was) in &state.disks {
+        let Some(now) = DiskId::read(sysfs, name) else {
+            continue;
+        };
+        if now.same_disk(was) {
+            continue;
+        }
+        let it = (name.clone(), was.clone(), now);
+        match media_changed(sysfs, state, &it, media_change) {
+            Some(why) => changed.push((it, why)),
+            None => replaced.push(it),
+        }
+    }
+    (replaced, changed)
+}
+
+/// Whether a name's later diskseq is a media change of the same disk, and
+/// what says so. The kernel gives a disk a new diskseq when its media
+/// change (`disk_force_media_change`: a card swapped, a loop device bound
+/// again) and keeps its request queue, with the values blkqos wrote. Only
+/// with the same device number and a later diskseq; then either the
+/// kernel's event says so for the diskseq there now, or every value saved
+/// in the name's own directory (one at least) still reads what blkqos
+/// wrote there: a disk made anew starts from the kernel's defaults, and a
+/// value someone wrote since is theirs.
+fn media_changed(
+    sysfs: &Sysfs,
+    state: &State,
+    (name, was, now): &Renamed,
+    media_change: Option<&MediaChange>,
+) -> Option<&'static str> {
+    let later = matches!((was.diskseq, now.diskseq), (Some(a), Some(b)) if b > a);
+    if !later || was.dev != now.dev {
+        return None;
+    }
+    if media_change.is_some_and(|m| m.name == *name && now.diskseq == Some(m.diskseq)) {
+        return Some("the kernel reported a media change");
+    }
+    let own = format!("block/{name}/");
+    let mut entries = (state.saved.range(own.clone()..))
+        .take_while(|(path, _)| path.starts_with(&own))
+        .peekable();
+    let holds = entries.peek().is_some()
+        && entries.all(|(path, s)| {
+            (s.written.as_ref()).is_some_and(|w| {
+                sysfs
+                    .read(path)
+                    .is_ok_and(|v| plan::same_value(path, &v, w))
+            })
+        });
+    holds.then_some("its queue holds what blkqos wrote")
 }
 
 /// Every disk the state names (two or more) is another one now: far more
 /// likely a state or a tree from elsewhere than every disk swapped.
-fn every_disk(replaced: &[(String, DiskId, DiskId)], state: &State) -> bool {
+fn every_disk(replaced: &[Renamed], state: &State) -> bool {
     replaced.len() >= 2 && replaced.len() == state.disks.len()
 }
 
@@ -271,14 +353,23 @@ fn every_disk(replaced: &[(String, DiskId, DiskId)], state: &State) -> bool {
 /// originals. Values saved on other disks for it (an array's members)
 /// stay: they are those disks' originals. One warning per name.
 /// Every disk replaced at once is refused, as forgetting cannot be undone,
-/// unless asked for (`all`: `restore --forget-replaced`).
+/// unless asked for (`restore --forget-replaced`). A name whose media
+/// changed keeps what was saved for it, under its new diskseq.
 pub fn forget_replaced(
     sysfs: &Sysfs,
     state: &mut State,
-    all: bool,
+    judge: Judge,
 ) -> Result<Vec<String>, PlanError> {
-    let replaced = replaced(sysfs, state);
-    if !all && every_disk(&replaced, state) {
+    let (replaced, changed) = replaced(sysfs, state, judge.media_change);
+    for ((name, was, now), why) in changed {
+        log::info!(
+            "{name}: {was} -> {} on the same device number {}, {why}: the same disk, its media changed; what was saved for it is kept",
+            now.diskseq.map_or_else(String::new, |s| s.to_string()),
+            now.dev
+        );
+        state.disks.insert(name, now);
+    }
+    if !judge.all && every_disk(&replaced, state) {
         let names: Vec<&str> = replaced.iter().map(|(n, _, _)| n.as_str()).collect();
         return Err(PlanError::AllReplaced {
             count: names.len(),
@@ -305,7 +396,7 @@ pub fn forget_replaced(
 /// for the next run that writes to forget (or, every disk replaced, to
 /// refuse, which one more warning says).
 pub fn disown_replaced(sysfs: &Sysfs, state: &mut State) -> Vec<String> {
-    let replaced = replaced(sysfs, state);
+    let (replaced, _) = replaced(sysfs, state, None);
     let all = every_disk(&replaced, state);
     let mut warnings: Vec<String> = (replaced.iter())
         .map(|(name, was, now)| {
