@@ -144,7 +144,7 @@ fn extra_sections(cmd: &Command) -> Result<String, std::fmt::Error> {
         ),
         (
             EXIT_USAGE,
-            "A usage or profile error, a wrong sysfs root, or no root where root is needed (for \\fBudev\\fR: an event refused as malformed, or a remove for a disk still present; for \\fBrestore\\fR: every device with a saved original gone at once, without \\fB\\-\\-forget\\-missing\\fR); nothing was written. For \\fBverify\\fR: any error, it could not check.",
+            "A usage or profile error, a wrong sysfs root, or no root where root is needed (for \\fBudev\\fR: an event refused as malformed, or a remove for a disk still present; for \\fBrestore\\fR: every device with a saved original gone at once, without \\fB\\-\\-forget\\-missing\\fR; for \\fBapply\\fR, \\fBrestore\\fR, \\fBudev\\fR and \\fBcoldplug\\fR: every disk the saved state names another disk now, which \\fBrestore \\-\\-forget\\-replaced\\fR forgets); nothing was written. For \\fBverify\\fR: any error, it could not check.",
         ),
         (
             EXIT_BUSY,

@@ -160,6 +160,12 @@ pub enum Command {
         /// empty sysfs tree); for disks that really were all unplugged
         #[arg(long)]
         forget_missing: bool,
+        /// Forget what was saved for disks whose name another disk has now
+        /// even when every disk the state names is another one (without
+        /// it, that is refused as a state from another boot or machine);
+        /// for remove events that were lost
+        #[arg(long)]
+        forget_replaced: bool,
     },
     /// Per device: knob values, owning rule, per-CPU limits, idle states and residency
     Status {
@@ -196,6 +202,11 @@ pub enum Command {
         /// never); udev sets DISKSEQ (kernel 5.15+)
         #[arg(long, env = "DISKSEQ")]
         diskseq: Option<u64>,
+        /// A change event for new media in the same disk (a card swapped,
+        /// a loop device bound again), whose diskseq the kernel bumps: its
+        /// saved originals stay its own; udev sets DISK_MEDIA_CHANGE=1
+        #[arg(long, env = "DISK_MEDIA_CHANGE", value_parser = clap::builder::FalseyValueParser::new())]
+        disk_media_change: bool,
         /// The profile; drop-ins are read from blkqos.d beside it
         #[arg(default_value = DEFAULT_PROFILE)]
         profile: PathBuf,

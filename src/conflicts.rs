@@ -292,6 +292,7 @@ mod tests {
             crate::state::Saved {
                 original: "0".into(),
                 owners: ["nvme0n1".to_string()].into(),
+                written: None,
             },
         );
         let found = in_sysfs(&sysfs, &state, LeaseSeen::NotRunning);

@@ -20,14 +20,43 @@ use std::collections::{BTreeSet, HashSet};
 pub enum Job<'a> {
     /// The profile's values within the scope (a removed device included).
     Apply { profile: &'a Profile, scope: Scope },
-    /// The saved originals within the scope back; `forget_missing`: even
-    /// when every saved device is gone.
-    Restore { scope: Scope, forget_missing: bool },
+    /// The saved originals within the scope back.
+    Restore { scope: Scope, forget: Forget },
+}
+
+/// What a restore may forget that runs otherwise refuse to.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Forget {
+    /// The originals of devices that are gone, even when every saved
+    /// device is.
+    pub missing: bool,
+    /// What was saved for disks whose name another disk has now, even
+    /// when every disk the state names is another one.
+    pub replaced: bool,
+}
+
+impl Job<'_> {
+    /// Whether every disk the state names being another one now is
+    /// accepted (each forgotten) rather than refused.
+    fn forgets_all_replaced(&self) -> bool {
+        matches!(self, Job::Restore { forget, .. } if forget.replaced)
+    }
 }
 
 pub struct Engine<'a> {
     pub sysfs: &'a Sysfs,
     pub state: &'a StateDir,
+    /// The media change the run's udev event reports, if it does.
+    pub media_change: Option<MediaChange>,
+}
+
+/// A media change the kernel reported (a udev change event with
+/// `DISK_MEDIA_CHANGE=1`: a card swapped in a reader, `losetup`): the
+/// disk `name`, at `diskseq` now, is the one it was, queue and all.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MediaChange {
+    pub name: String,
+    pub diskseq: u64,
 }
 
 /// A written plan, holding only the changes made.
@@ -81,9 +110,10 @@ impl Engine<'_> {
             .lock()
             .map_err(|e| failed(needs_root(job, e), None))?;
         let before = locked.state.saved.len();
-        let replaced =
-            forget_replaced(self.sysfs, &mut locked.state).map_err(|e| failed(e.into(), None))?;
-        if !replaced.is_empty() {
+        let disks = locked.state.disks.clone();
+        let replaced = forget_replaced(self.sysfs, &mut locked.state, self.forgets(job))
+            .map_err(|e| failed(e.into(), None))?;
+        if locked.state.disks != disks {
             locked.save().map_err(|e| failed(e.into(), None))?;
         }
         let forgotten_before = before - locked.state.saved.len();
@@ -114,6 +144,14 @@ impl Engine<'_> {
         }
     }
 
+    /// What a run may take for another disk, and what for the same.
+    fn forgets(&self, job: &Job) -> Judge<'_> {
+        Judge {
+            all: job.forgets_all_replaced(),
+            media_change: self.media_change.as_ref(),
+        }
+    }
+
     /// Plan without the lock and without writing.
     pub fn preview(&self, job: &Job) -> Result<Preview, Error> {
         self.preview_of(job, None)
@@ -133,7 +171,7 @@ impl Engine<'_> {
             Job::Apply { .. } => self.read_state(WITHOUT_STATE)?,
         };
         let mut state = state;
-        let replaced = forget_replaced(self.sysfs, &mut state)?;
+        let replaced = forget_replaced(self.sysfs, &mut state, self.forgets(job))?;
         let (snapshot, scope) = self.snapshot(job, state, inventory)?;
         let mut plan = plan_for(job, &snapshot, &scope)?;
         plan.warnings.splice(0..0, replaced);
@@ -210,8 +248,11 @@ impl Engine<'_> {
                 }
             }
         };
-        if scope.removed.is_some() {
-            // one that left with it is no longer anyone to plan for
+        // One that left with it is no longer anyone to plan for. A restore
+        // of the removed disk keeps it: emptied, its scope would be
+        // everything, and every other disk's entries, not read by this
+        // scoped run, would look gone and be forgotten.
+        if let (Job::Apply { .. }, Some(_)) = (job, &scope.removed) {
             scope.devices.retain(|d| inventory.get(d).is_some());
         }
         // a scoped run reads the saved values of its own disks only
@@ -227,21 +268,83 @@ impl Engine<'_> {
     }
 }
 
+/// How [`forget_replaced`] judges the disks the state names.
+pub struct Judge<'a> {
+    /// Every disk the state names another one now is forgotten, not
+    /// refused (`restore --forget-replaced`).
+    pub all: bool,
+    pub media_change: Option<&'a MediaChange>,
+}
+
+/// A name, the disk it was, the disk it is.
+type Renamed = (String, DiskId, DiskId);
+
 /// Names the state saved values for whose disk is another one now (a hot
-/// swap, an array made again, its remove not handled yet): the name, the
-/// disk it was, the disk it is.
-fn replaced(sysfs: &Sysfs, state: &State) -> Vec<(String, DiskId, DiskId)> {
-    (state.disks.iter())
-        .filter_map(|(name, was)| {
-            let now = DiskId::read(sysfs, name)?;
-            (!now.same_disk(was)).then(|| (name.clone(), was.clone(), now))
-        })
-        .collect()
+/// swap, an array made again, its remove not handled yet), and names whose
+/// disk has a later diskseq but is the same queue, its media changed.
+fn replaced(
+    sysfs: &Sysfs,
+    state: &State,
+    media_change: Option<&MediaChange>,
+) -> (Vec<Renamed>, Vec<(Renamed, &'static str)>) {
+    let mut replaced = Vec::new();
+    let mut changed = Vec::new();
+    for (name, was) in &state.disks {
+        let Some(now) = DiskId::read(sysfs, name) else {
+            continue;
+        };
+        if now.same_disk(was) {
+            continue;
+        }
+        let it = (name.clone(), was.clone(), now);
+        match media_changed(sysfs, state, &it, media_change) {
+            Some(why) => changed.push((it, why)),
+            None => replaced.push(it),
+        }
+    }
+    (replaced, changed)
+}
+
+/// Whether a name's later diskseq is a media change of the same disk, and
+/// what says so. The kernel gives a disk a new diskseq when its media
+/// change (`disk_force_media_change`: a card swapped, a loop device bound
+/// again) and keeps its request queue, with the values blkqos wrote. Only
+/// with the same device number and a later diskseq; then either the
+/// kernel's event says so for the diskseq there now, or every value saved
+/// in the name's own directory (one at least) still reads what blkqos
+/// wrote there: a disk made anew starts from the kernel's defaults, and a
+/// value someone wrote since is theirs.
+fn media_changed(
+    sysfs: &Sysfs,
+    state: &State,
+    (name, was, now): &Renamed,
+    media_change: Option<&MediaChange>,
+) -> Option<&'static str> {
+    let later = matches!((was.diskseq, now.diskseq), (Some(a), Some(b)) if b > a);
+    if !later || was.dev != now.dev {
+        return None;
+    }
+    if media_change.is_some_and(|m| m.name == *name && now.diskseq == Some(m.diskseq)) {
+        return Some("the kernel reported a media change");
+    }
+    let own = format!("block/{name}/");
+    let mut entries = (state.saved.range(own.clone()..))
+        .take_while(|(path, _)| path.starts_with(&own))
+        .peekable();
+    let holds = entries.peek().is_some()
+        && entries.all(|(path, s)| {
+            (s.written.as_ref()).is_some_and(|w| {
+                sysfs
+                    .read(path)
+                    .is_ok_and(|v| plan::same_value(path, &v, w))
+            })
+        });
+    holds.then_some("its queue holds what blkqos wrote")
 }
 
 /// Every disk the state names (two or more) is another one now: far more
 /// likely a state or a tree from elsewhere than every disk swapped.
-fn every_disk(replaced: &[(String, DiskId, DiskId)], state: &State) -> bool {
+fn every_disk(replaced: &[Renamed], state: &State) -> bool {
     replaced.len() >= 2 && replaced.len() == state.disks.len()
 }
 
@@ -249,10 +352,24 @@ fn every_disk(replaced: &[(String, DiskId, DiskId)], state: &State) -> bool {
 /// the name's rule is planned afresh, so the new disk's values are its own
 /// originals. Values saved on other disks for it (an array's members)
 /// stay: they are those disks' originals. One warning per name.
-/// Every disk replaced at once is refused, as forgetting cannot be undone.
-pub fn forget_replaced(sysfs: &Sysfs, state: &mut State) -> Result<Vec<String>, PlanError> {
-    let replaced = replaced(sysfs, state);
-    if every_disk(&replaced, state) {
+/// Every disk replaced at once is refused, as forgetting cannot be undone,
+/// unless asked for (`restore --forget-replaced`). A name whose media
+/// changed keeps what was saved for it, under its new diskseq.
+pub fn forget_replaced(
+    sysfs: &Sysfs,
+    state: &mut State,
+    judge: Judge,
+) -> Result<Vec<String>, PlanError> {
+    let (replaced, changed) = replaced(sysfs, state, judge.media_change);
+    for ((name, was, now), why) in changed {
+        log::info!(
+            "{name}: {was} -> {} on the same device number {}, {why}: the same disk, its media changed; what was saved for it is kept",
+            now.diskseq.map_or_else(String::new, |s| s.to_string()),
+            now.dev
+        );
+        state.disks.insert(name, now);
+    }
+    if !judge.all && every_disk(&replaced, state) {
         let names: Vec<&str> = replaced.iter().map(|(n, _, _)| n.as_str()).collect();
         return Err(PlanError::AllReplaced {
             count: names.len(),
@@ -279,7 +396,7 @@ pub fn forget_replaced(sysfs: &Sysfs, state: &mut State) -> Result<Vec<String>, 
 /// for the next run that writes to forget (or, every disk replaced, to
 /// refuse, which one more warning says).
 pub fn disown_replaced(sysfs: &Sysfs, state: &mut State) -> Vec<String> {
-    let replaced = replaced(sysfs, state);
+    let (replaced, _) = replaced(sysfs, state, None);
     let all = every_disk(&replaced, state);
     let mut warnings: Vec<String> = (replaced.iter())
         .map(|(name, was, now)| {
@@ -296,7 +413,7 @@ pub fn disown_replaced(sysfs: &Sysfs, state: &mut State) -> Vec<String> {
         .collect();
     if all {
         warnings.push(format!(
-            "every disk the state names is another one now ({}): apply, restore and udev events refuse this state, more likely one from another boot or machine than every disk swapped",
+            "every disk the state names is another one now ({}): apply, restore and udev events refuse this state, more likely one from another boot or machine than every disk swapped; if they were all swapped (their remove events lost), `blkqos restore --forget-replaced` forgets what was saved for the ones before",
             replaced.len()
         ));
     }
@@ -330,7 +447,7 @@ fn needs_root(job: &Job, e: StateError) -> Error {
 fn plan_for(job: &Job, snap: &Snapshot, scope: &Scope) -> Result<Plan, Error> {
     let mut plan = match job {
         Job::Apply { profile, .. } => plan::build(profile, snap, scope)?,
-        Job::Restore { forget_missing, .. } => plan::restore(snap, scope, *forget_missing)?,
+        Job::Restore { forget, .. } => plan::restore(snap, scope, forget.missing)?,
     };
     let mut warnings = snap.inventory.warnings.clone();
     warnings.append(&mut plan.warnings);

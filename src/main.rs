@@ -100,7 +100,14 @@ fn run(ctx: &Ctx, command: &Command, out: &mut String) -> Result<u8, Error> {
             json,
             devices,
             forget_missing,
-        } => cmd::restore::restore(ctx, *dry_run, *json, devices, *forget_missing, out),
+            forget_replaced,
+        } => {
+            let forget = blkqos::engine::Forget {
+                missing: *forget_missing,
+                replaced: *forget_replaced,
+            };
+            cmd::restore::restore(ctx, *dry_run, *json, devices, forget, out)
+        }
         Command::Status { json } => cmd::status::status(ctx, *json, out),
         Command::Explain { args, json } => {
             let (profile, device) = Command::explain_args(args);
@@ -110,12 +117,16 @@ fn run(ctx: &Ctx, command: &Command, out: &mut String) -> Result<u8, Error> {
             action,
             devpath,
             diskseq,
+            disk_media_change,
             profile,
         } => cmd::hotplug::udev(
             ctx,
-            action.as_deref(),
-            devpath.as_deref(),
-            *diskseq,
+            &cmd::hotplug::Env {
+                action: action.as_deref(),
+                devpath: devpath.as_deref(),
+                diskseq: *diskseq,
+                media_change: *disk_media_change,
+            },
             profile,
         ),
         Command::Coldplug { profile } => cmd::hotplug::coldplug(ctx, profile),

@@ -624,7 +624,7 @@ pub enum PlanError {
     #[error("{path}: cannot read: {reason}")]
     Read { path: String, reason: String },
     #[error(
-        "every one of the {count} disks the saved state names is another disk now ({names}): a state from another boot, or another machine's sysfs tree; refusing to forget their originals: check --sysfs and --state-dir"
+        "every one of the {count} disks the saved state names is another disk now ({names}): a state from another boot, or another machine's sysfs tree; refusing to forget their originals: check --sysfs and --state-dir; if those disks really were all replaced (their remove events lost), `blkqos restore --forget-replaced` forgets what was saved for the ones before"
     )]
     AllReplaced { count: usize, names: String },
 }

@@ -221,9 +221,14 @@ mod tests {
             std::fs::write(dir.path().join(format!("block/{d}/queue/x")), "5\n").unwrap();
             let owners = BTreeSet::from([d.to_string()]);
             let original = "-1".to_string();
-            state
-                .saved
-                .insert(format!("block/{d}/queue/x"), Saved { original, owners });
+            state.saved.insert(
+                format!("block/{d}/queue/x"),
+                Saved {
+                    original,
+                    owners,
+                    written: None,
+                },
+            );
         }
         // c's value is shared with a: a's run reads it
         (state.saved.get_mut("block/c/queue/x").unwrap().owners).insert("a".into());

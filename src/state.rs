@@ -47,6 +47,11 @@ pub struct Saved {
     pub original: String,
     /// Devices whose settings this value serves.
     pub owners: BTreeSet<String>,
+    /// What blkqos last wrote there: a queue that still holds it under a
+    /// later diskseq is the same queue, its media changed (engine.rs).
+    /// None in a state saved before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub written: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -575,6 +580,7 @@ mod tests {
             Saved {
                 original: "-1".into(),
                 owners: BTreeSet::from(["sda".into()]),
+                written: Some("4".into()),
             },
         );
         l.save().unwrap();

@@ -266,15 +266,22 @@ pub fn write(sysfs: &Sysfs, locked: &mut Locked, plan: &Plan) -> Result<Written,
     let changes: Vec<Change> = plan.changes().cloned().collect();
     let mut added = Vec::new();
     let before_state = locked.state.clone();
+    // What is about to be written is saved with the original: a failed run
+    // goes back to `before_state`, and an entry it could not roll back
+    // holds that value.
     for c in &changes {
         match locked.state.saved.get_mut(&c.path) {
-            Some(s) => s.owners.extend(c.contributors.iter().cloned()),
+            Some(s) => {
+                s.owners.extend(c.contributors.iter().cloned());
+                s.written = Some(c.after.clone());
+            }
             None => {
                 locked.state.saved.insert(
                     c.path.clone(),
                     Saved {
                         original: original(&locked.state, c),
                         owners: c.contributors.clone(),
+                        written: Some(c.after.clone()),
                     },
                 );
                 added.push(c.path.clone());

@@ -426,6 +426,28 @@ fn a_new_diskseq_on_the_same_device_number_is_another_disk() {
     assert_eq!(limit(&env, "nvme0n1"), "25");
 }
 
+/// Every disk the state names made anew under its name: a later diskseq
+/// on each, whose limit reads `limit` (the new disk's, not what blkqos
+/// wrote: a media change keeps that). Returns each name with the diskseq
+/// it had and the one it has.
+fn replace_every_saved_disk(env: &Env, limit: &str) -> Vec<(String, String, String)> {
+    let disks = env.state_json()["disks"].as_object().unwrap().clone();
+    let mut was = Vec::new();
+    for (i, d) in disks.keys().enumerate() {
+        let new = (1000 + i).to_string();
+        was.push((
+            d.clone(),
+            env.get(&format!("block/{d}/diskseq")),
+            new.clone(),
+        ));
+        env.fx.put(&format!("block/{d}/diskseq"), &new);
+        if env.fx.root().join(format!("block/{d}/{LIMIT}")).exists() {
+            env.fx.put(&format!("block/{d}/{LIMIT}"), limit);
+        }
+    }
+    was
+}
+
 /// Every disk the state names replaced at once: another boot's state or
 /// another machine's tree, not a hot swap of each; nothing is forgotten.
 #[test]
@@ -434,12 +456,7 @@ fn every_saved_disk_replaced_at_once_is_refused() {
     let p = env.profile("p.toml", NVME_AUTO);
     assert_eq!(env.run(&["apply", p.to_str().unwrap()]).code, 0);
     let state = std::fs::read(env.state.join("state.json")).unwrap();
-    let disks = env.state_json()["disks"].as_object().unwrap().clone();
-    assert!(disks.len() >= 2, "{disks:?}");
-    for (i, d) in disks.keys().enumerate() {
-        env.fx
-            .put(&format!("block/{d}/diskseq"), &(1000 + i).to_string());
-    }
+    assert!(replace_every_saved_disk(&env, "-1").len() >= 2);
     for args in [vec!["restore"], vec!["apply", p.to_str().unwrap()]] {
         let r = env.run(&args);
         assert_eq!(r.code, 2, "{args:?}: {}", r.stderr);
@@ -462,11 +479,7 @@ fn every_saved_disk_replaced_is_an_error_document_of_its_own_kind() {
     let env = Env::zoo(Abi::Queue);
     let p = env.profile("p.toml", NVME_AUTO);
     assert_eq!(env.run(&["apply", p.to_str().unwrap()]).code, 0);
-    let disks = env.state_json()["disks"].as_object().unwrap().clone();
-    for (i, d) in disks.keys().enumerate() {
-        env.fx
-            .put(&format!("block/{d}/diskseq"), &(1000 + i).to_string());
-    }
+    replace_every_saved_disk(&env, "-1");
     let r = env.run(&["restore", "--json"]);
     assert_eq!(r.code, 2, "{}", r.stderr);
     let doc: serde_json::Value = serde_json::from_str(&r.stdout).expect(&r.stdout);
@@ -516,4 +529,183 @@ fn status_shows_a_replaced_disk_without_the_rule_of_the_one_before() {
     r.assert_stderr_has(&why);
     // nothing forgotten by a command that only reads
     assert_eq!(env.state_json()["rules"]["nvme0n1"], "nvme");
+}
+
+/// Three NVMe disks at limit 7 and 64 requests (nvme2n1 an md0 member
+/// without a rule of its own there).
+const THREE_NVME: &str = r#"
+[[rule]]
+name = "three"
+match = { name = ["nvme0n1", "nvme1n1", "nvme2n1"] }
+cpu_lat_limit_us = 7
+[rule.queue]
+nr_requests = "64"
+"#;
+
+/// The udev rule runs remove whether or not a profile is installed: one
+/// disk's remove without a profile forgets that disk's entries and no
+/// other's, and `restore` still puts the others back.
+#[test]
+fn remove_without_a_profile_forgets_only_the_removed_disks_entries() {
+    let env = Env::zoo(Abi::Queue);
+    let p = env.profile("p.toml", THREE_NVME);
+    let r = env.run(&["apply", p.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let seq = env.get("block/nvme1n1/diskseq");
+    let dp = devpath(&env, "nvme1n1");
+    env.fx.remove_disk("nvme1n1");
+    let r = late_remove(&env, &dp, &seq, Path::new("/nonexistent/blkqos.toml"));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(!r.stderr.contains("warning"), "{}", r.stderr);
+    r.assert_stderr_has("nvme1n1: removed; forgot 2 saved value(s)");
+    let state = env.state_json();
+    let saved: Vec<&String> = state["saved"].as_object().unwrap().keys().collect();
+    for d in ["nvme0n1", "nvme2n1"] {
+        for attr in [LIMIT, "queue/nr_requests"] {
+            let path = format!("block/{d}/{attr}");
+            assert!(saved.contains(&&path), "{path} kept: {state}");
+        }
+        assert_eq!(state["rules"][d], "three", "{state}");
+    }
+    assert!(
+        !saved.iter().any(|p| p.starts_with("block/nvme1n1/")),
+        "{state}"
+    );
+    assert!(state["rules"].get("nvme1n1").is_none(), "{state}");
+    let r = env.run(&["restore"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    for d in ["nvme0n1", "nvme2n1"] {
+        assert_eq!(limit(&env, d), "-1", "{d}: {}", r.stdout);
+        assert_eq!(env.get(&format!("block/{d}/queue/nr_requests")), "1023");
+    }
+}
+
+/// The way out of "every saved disk replaced" (remove events lost, say to
+/// a lock timeout): the refusal names `restore --forget-replaced`, which
+/// forgets what was saved for the disks before, one warning each naming
+/// the disk it was and the one it is; apply then tunes the new disks.
+#[test]
+fn restore_forget_replaced_is_the_way_out_of_every_disk_replaced() {
+    let env = Env::zoo(Abi::Queue);
+    let p = env.profile("p.toml", NVME_AUTO);
+    assert_eq!(env.run(&["apply", p.to_str().unwrap()]).code, 0);
+    let was = replace_every_saved_disk(&env, "25");
+    let r = env.run(&["apply", p.to_str().unwrap()]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    r.assert_stderr_has("`blkqos restore --forget-replaced`");
+    let r = env.run(&["restore", "--forget-replaced"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    for (d, old, new) in &was {
+        r.assert_stderr_has(&format!(
+            "{d}: another disk has the name now (diskseq {new}, was diskseq {old})"
+        ));
+    }
+    for d in ["nvme0n1", "nvme1n1"] {
+        assert_eq!(limit(&env, d), "25", "{d}: the new disk's own value");
+    }
+    let state = env.state_json();
+    assert_eq!(state["saved"], serde_json::json!({}), "{state}");
+    let r = env.run(&["apply", p.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(limit(&env, "nvme0n1"), "4");
+    assert_eq!(env.run(&["restore"]).code, 0);
+    assert_eq!(
+        limit(&env, "nvme0n1"),
+        "25",
+        "its original is the new disk's"
+    );
+}
+
+/// loop0 at limit 50 and 64 requests.
+const LOOP0: &str = r#"
+[[rule]]
+name = "loop"
+match = { name = "loop0" }
+cpu_lat_limit_us = 50
+[rule.queue]
+nr_requests = "64"
+"#;
+
+/// A change event as udev sends it for a media change (`losetup`, a card
+/// swapped in a reader): the kernel's new DISKSEQ and DISK_MEDIA_CHANGE.
+fn media_change(env: &Env, name: &str, diskseq: &str, profile: &Path) -> Run {
+    let out = env
+        .cmd()
+        .args(["udev", profile.to_str().unwrap()])
+        .env("ACTION", "change")
+        .env("DEVPATH", devpath(env, name))
+        .env("DISKSEQ", diskseq)
+        .env("DISK_MEDIA_CHANGE", "1")
+        .output()
+        .unwrap();
+    Run::from(out)
+}
+
+/// The kernel gives a disk a new diskseq on a media change, but the queue,
+/// and what blkqos wrote to it, stay: the same disk, its originals kept.
+#[test]
+fn a_media_change_keeps_the_originals() {
+    let env = Env::zoo(Abi::Queue);
+    let p = env.profile("p.toml", LOOP0);
+    let r = udev(&env, "add", &devpath(&env, "loop0"), &p);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(limit(&env, "loop0"), "50");
+    let old = env.get("block/loop0/diskseq");
+    env.fx.put("block/loop0/diskseq", "900");
+    let r = media_change(&env, "loop0", "900", &p);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(!r.stderr.contains("another disk"), "{}", r.stderr);
+    r.assert_stderr_has(&format!("loop0: diskseq {old} -> 900"));
+    let state = env.state_json();
+    assert_eq!(state["disks"]["loop0"]["diskseq"], 900, "{state}");
+    assert_eq!(
+        state["saved"][format!("block/loop0/{LIMIT}")]["original"],
+        "-1"
+    );
+    let r = env.run(&["restore"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(limit(&env, "loop0"), "-1", "{}", r.stdout);
+    assert_eq!(env.get("block/loop0/queue/nr_requests"), "1023");
+}
+
+/// The same media change seen first by apply or restore (its change event
+/// not handled yet, or lost): the same name and device number, a later
+/// diskseq, and the queue still holding what blkqos wrote are the same
+/// queue. A value someone else wrote since is another disk's
+/// (a_new_diskseq_on_the_same_device_number_is_another_disk).
+#[test]
+fn a_later_diskseq_on_a_queue_holding_what_blkqos_wrote_is_the_same_disk() {
+    let env = Env::zoo(Abi::Queue);
+    let p = env.profile("p.toml", LOOP0);
+    assert_eq!(env.run(&["apply", p.to_str().unwrap()]).code, 0);
+    env.fx.put("block/loop0/diskseq", "900");
+    let r = env.run(&["apply", p.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(!r.stderr.contains("another disk"), "{}", r.stderr);
+    env.fx.put("block/loop0/diskseq", "901");
+    let r = env.run(&["restore"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(!r.stderr.contains("another disk"), "{}", r.stderr);
+    assert_eq!(limit(&env, "loop0"), "-1", "{}", r.stdout);
+    assert_eq!(env.get("block/loop0/queue/nr_requests"), "1023");
+}
+
+/// A state saved before blkqos kept what it wrote cannot tell a media
+/// change by the values; the event tells it.
+#[test]
+fn a_media_change_event_keeps_the_originals_of_a_state_without_written_values() {
+    let env = Env::zoo(Abi::Queue);
+    let p = env.profile("p.toml", LOOP0);
+    assert_eq!(env.run(&["apply", p.to_str().unwrap()]).code, 0);
+    let mut state = env.state_json();
+    for saved in state["saved"].as_object_mut().unwrap().values_mut() {
+        saved.as_object_mut().unwrap().remove("written");
+    }
+    std::fs::write(env.state.join("state.json"), state.to_string()).unwrap();
+    env.fx.put("block/loop0/diskseq", "900");
+    let r = media_change(&env, "loop0", "900", &p);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(!r.stderr.contains("another disk"), "{}", r.stderr);
+    assert_eq!(env.run(&["restore"]).code, 0);
+    assert_eq!(limit(&env, "loop0"), "-1");
 }

@@ -887,3 +887,37 @@ fn the_static_fallback_never_loosens_a_stricter_value() {
     assert_eq!(env.run(&["restore"]).code, 0);
     assert_eq!(values(&env), ["0", "5", "n/a"]);
 }
+
+/// Without tracefs (none in the tree, and a tree not the live /sys is never
+/// mounted on), `--detect tracepoint` refuses to start, naming tracefs and
+/// how to mount it rather than a bare "No such file or directory".
+#[test]
+fn detect_tracepoint_without_tracefs_names_tracefs_and_the_mount_command() {
+    let (env, _) = env();
+    let p = env.profile("p.toml", PROFILE);
+    let r = env.run(&["lease", "--detect", "tracepoint", p.to_str().unwrap()]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    r.assert_stderr_has("tracefs is not mounted");
+    r.assert_stderr_has("`mount -t tracefs nodev /sys/kernel/tracing`");
+    assert_eq!(values(&env), ["0", "0", "0"], "nothing held");
+    assert!(!env.fx.root().join("kernel/tracing/events").exists());
+    // auto falls back to the stat, and says why in the same words
+    let child = env
+        .cmd()
+        .args(["lease", "--idle-look", "0.1"])
+        .arg(&p)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_saved(&env, 3);
+    let (code, err) = stop(child, libc::SIGTERM);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("tracepoint cannot be used (tracefs is not mounted")
+            && err.contains(
+                "`mount -t tracefs nodev /sys/kernel/tracing`); reading each disk's stat"
+            ),
+        "{err}"
+    );
+}

@@ -2,23 +2,26 @@
 //! through the log, one line per device they changed.
 
 use super::Ctx;
-use crate::engine::{Done, Job};
+use crate::engine::{Done, Engine, Forget, Job, MediaChange};
 use crate::error::{EXIT_FAILED, EXIT_USAGE, Error};
 use crate::plan::{Plan, PlanError, Scope};
 use crate::profile::Profile;
 use crate::uevent::{self, Action};
 use std::path::Path;
 
+/// What udev's environment says of the event.
+pub struct Env<'a> {
+    pub action: Option<&'a str>,
+    pub devpath: Option<&'a str>,
+    pub diskseq: Option<u64>,
+    /// `DISK_MEDIA_CHANGE=1`.
+    pub media_change: bool,
+}
+
 /// Entry point for `udev`: one event, one disk. Add and change apply the
 /// profile to it; remove plans the profile again without it.
-pub fn udev(
-    ctx: &Ctx,
-    action: Option<&str>,
-    devpath: Option<&str>,
-    diskseq: Option<u64>,
-    profile: &Path,
-) -> Result<u8, Error> {
-    let event = match uevent::parse(&ctx.sysfs, action, devpath, diskseq) {
+pub fn udev(ctx: &Ctx, env: &Env, profile: &Path) -> Result<u8, Error> {
+    let event = match uevent::parse(&ctx.sysfs, env.action, env.devpath, env.diskseq) {
         Ok(Some(event)) => event,
         Ok(None) => {
             log::debug!("ignored: partitions are tuned through their disk");
@@ -45,10 +48,23 @@ pub fn udev(
     if event.action == Action::Remove && !profile.exists() {
         return remove_without_profile(ctx, name, profile);
     }
+    // The kernel's word that the disk is the one it was: only for the
+    // diskseq the event names, which a disk made since would not have.
+    let media_change = match (event.action, env.media_change, env.diskseq) {
+        (Action::Change, true, Some(diskseq)) => Some(MediaChange {
+            name: name.clone(),
+            diskseq,
+        }),
+        _ => None,
+    };
+    let engine = Engine {
+        media_change,
+        ..ctx.engine()
+    };
     let result = Profile::load_trusted(profile)
         .map_err(Error::from)
         .and_then(|p| {
-            (ctx.engine())
+            (engine)
                 .run(&Job::Apply { profile: &p, scope })
                 .map_err(|f| f.error.for_command("udev"))
         })
@@ -90,12 +106,14 @@ fn remove_without_profile(ctx: &Ctx, name: &str, profile: &Path) -> Result<u8, E
             devices: vec![name.to_string()],
             removed: Some(name.to_string()),
         },
-        forget_missing: false,
+        forget: Forget::default(),
     };
     match ctx.engine().run(&job) {
         Ok(done) => {
             log_removal(name, &done);
-            for w in &done.plan.warnings {
+            // its own attributes left with it, which log_removal counts
+            let own = format!("block/{name}/");
+            for w in done.plan.warnings.iter().filter(|w| !w.starts_with(&own)) {
                 log::warn!("{w}");
             }
             Ok(if done.partial() { EXIT_FAILED } else { 0 })

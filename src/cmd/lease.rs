@@ -221,12 +221,12 @@ impl<'a> Run<'a> {
     fn new(ctx: &'a Ctx, opts: &Options, profile: Profile) -> Result<Run<'a>, Error> {
         let watch = match opts.detect {
             Detect::Stat => None,
-            Detect::Tracepoint => Some(IssueWatch::new().map_err(|e| {
+            Detect::Tracepoint => Some(IssueWatch::new(ctx.sysfs.root()).map_err(|e| {
                 Error::Usage(format!(
                     "--detect tracepoint: block:block_rq_issue cannot be used: {e}"
                 ))
             })?),
-            Detect::Auto => match IssueWatch::new() {
+            Detect::Auto => match IssueWatch::new(ctx.sysfs.root()) {
                 Ok(w) => Some(w),
                 Err(e) => {
                     log::warn!(

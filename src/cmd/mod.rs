@@ -34,6 +34,7 @@ impl Ctx {
         Engine {
             sysfs: &self.sysfs,
             state: &self.state,
+            media_change: None,
         }
     }
 }

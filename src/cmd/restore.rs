@@ -2,7 +2,7 @@
 
 use super::apply::ChangeOut;
 use super::{Ctx, doc, kernel_names};
-use crate::engine::Job;
+use crate::engine::{Forget, Job};
 use crate::error::{EXIT_FAILED, Error};
 use crate::plan::{Plan, Scope};
 use crate::report::{table, warn_all};
@@ -22,13 +22,13 @@ pub fn restore(
     dry_run: bool,
     json: bool,
     devices: &[String],
-    forget_missing: bool,
+    forget: Forget,
     out: &mut String,
 ) -> Result<u8, Error> {
     let devices = kernel_names(devices)?;
     let job = Job::Restore {
         scope: Scope::devices(&devices),
-        forget_missing,
+        forget,
     };
     let mut left = super::lease::LeftPutBack::default();
     // a partial restore (entries left out as untrusted, the state not

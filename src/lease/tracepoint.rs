@@ -6,7 +6,8 @@
 //! before the lease holds, and a lease that holds costs it nothing.
 //!
 //! Root (or CAP_PERFMON) and tracefs are needed; without them `open` fails
-//! and `blkqos lease` reads the disks' `stat` alone.
+//! and `blkqos lease` reads the disks' `stat` alone. tracefs not mounted
+//! on the live system is mounted where it belongs.
 
 use perf_event_open_sys as sys;
 use std::collections::BTreeMap;
@@ -14,26 +15,108 @@ use std::ffi::CString;
 use std::fs;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-const TRACEFS: [&str; 2] = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"];
+/// Where tracefs is, below the sysfs root: its own mount point (4.1+), and
+/// inside debugfs, which mounts it there itself (a system that mounts
+/// debugfs alone, or a kernel before 4.1).
+const TRACEFS: [&str; 2] = ["kernel/tracing", "kernel/debug/tracing"];
 const EVENT: &str = "events/block/block_rq_issue/id";
+/// What a person runs where blkqos could not mount tracefs.
+pub const MOUNT_COMMAND: &str = "mount -t tracefs nodev /sys/kernel/tracing";
 
-/// The tracepoint's id, from tracefs.
-pub fn issue_id() -> io::Result<u64> {
-    let mut last = io::Error::from(io::ErrorKind::NotFound);
-    for root in TRACEFS {
-        match fs::read_to_string(format!("{root}/{EVENT}")) {
-            Ok(t) => {
-                return t.trim().parse().map_err(|_| {
-                    io::Error::new(io::ErrorKind::InvalidData, format!("{root}/{EVENT}: {t:?}"))
+/// Why the tracepoint's id cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum TracefsError {
+    #[error(
+        "tracefs is not mounted (neither {} nor {} has {EVENT}){}; mount it: `{MOUNT_COMMAND}`",
+        .roots[0].display(),
+        .roots[1].display(),
+        .mount.as_ref().map(|e| format!(" and mounting it at {} failed: {e}", .roots[0].display())).unwrap_or_default()
+    )]
+    NotMounted {
+        roots: [PathBuf; 2],
+        /// Why mounting it failed, where it was tried.
+        mount: Option<io::Error>,
+    },
+    #[error("{}: {source} (tracefs is mounted, but the kernel has no block:block_rq_issue tracepoint there)", .path.display())]
+    NoEvent { path: PathBuf, source: io::Error },
+    #[error("{}: {source}", .path.display())]
+    Read { path: PathBuf, source: io::Error },
+    #[error("{}: {text:?}; expected a tracepoint id", .path.display())]
+    Invalid { path: PathBuf, text: String },
+}
+
+/// The tracepoint's id, from tracefs below the sysfs root `sysfs`. Where
+/// it is not mounted and `sysfs` is the live `/sys`, tracefs is mounted at
+/// `/sys/kernel/tracing` (as systemd's sys-kernel-tracing.mount would);
+/// a tree from elsewhere is never mounted on.
+pub fn issue_id(sysfs: &Path) -> Result<u64, TracefsError> {
+    let live = sysfs == Path::new("/sys");
+    find_issue_id(sysfs, live.then_some(&mount_tracefs))
+}
+
+fn mount_tracefs(at: &Path) -> io::Result<()> {
+    use rustix::mount::{MountFlags, mount};
+    let flags = MountFlags::NOSUID | MountFlags::NODEV | MountFlags::NOEXEC;
+    mount("nodev", at, "tracefs", flags, None).map_err(io::Error::from)
+}
+
+/// Mounts tracefs at a path (tests pass their own).
+type Mount<'a> = &'a dyn Fn(&Path) -> io::Result<()>;
+
+/// [`issue_id`], mounting with `mount` (none: never).
+fn find_issue_id(sysfs: &Path, mount: Option<Mount>) -> Result<u64, TracefsError> {
+    let roots = TRACEFS.map(|t| sysfs.join(t));
+    if let Some(found) = read_id(&roots) {
+        return found;
+    }
+    let mount = mount.map(|m| m(&roots[0]));
+    match mount {
+        Some(Ok(())) => {
+            log::info!(
+                "tracefs was not mounted: mounted it at {}",
+                roots[0].display()
+            );
+            read_id(&roots[..1]).unwrap_or_else(|| {
+                let path = roots[0].join(EVENT);
+                let source = io::Error::from(io::ErrorKind::NotFound);
+                Err(TracefsError::NoEvent { path, source })
+            })
+        }
+        Some(Err(e)) => Err(TracefsError::NotMounted {
+            roots,
+            mount: Some(e),
+        }),
+        None => Err(TracefsError::NotMounted { roots, mount: None }),
+    }
+}
+
+/// The id from the first of `roots` where tracefs is; none where it is
+/// in none of them.
+fn read_id(roots: &[PathBuf]) -> Option<Result<u64, TracefsError>> {
+    for root in roots {
+        let path = root.join(EVENT);
+        match fs::read_to_string(&path) {
+            Ok(text) => {
+                return Some(match text.trim().parse() {
+                    Ok(id) => Ok(id),
+                    Err(_) => Err(TracefsError::Invalid { path, text }),
                 });
             }
-            Err(e) => last = e,
+            // tracefs there, without the event: no other place will have it
+            Err(source)
+                if source.kind() == io::ErrorKind::NotFound && root.join("events").is_dir() =>
+            {
+                return Some(Err(TracefsError::NoEvent { path, source }));
+            }
+            Err(source) if source.kind() == io::ErrorKind::NotFound => {}
+            Err(source) => return Some(Err(TracefsError::Read { path, source })),
         }
     }
-    Err(last)
+    None
 }
 
 /// The kernel's own encoding of a device number (`MKDEV`: 12 bits of major
@@ -162,10 +245,11 @@ pub struct IssueWatch {
 }
 
 impl IssueWatch {
-    /// Watch nothing yet; fails where the tracepoint cannot be found.
-    pub fn new() -> io::Result<IssueWatch> {
+    /// Watch nothing yet; fails where the tracepoint cannot be found below
+    /// the sysfs root `sysfs` (see [`issue_id`]).
+    pub fn new(sysfs: &Path) -> Result<IssueWatch, TracefsError> {
         Ok(IssueWatch {
-            id: issue_id()?,
+            id: issue_id(sysfs)?,
             devices: BTreeMap::new(),
             opened_for: BTreeMap::new(),
         })
@@ -245,6 +329,74 @@ impl IssueWatch {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn put(root: &Path, rel: &str, text: &str) {
+        let p = root.join(rel);
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(p, text).unwrap();
+    }
+
+    #[test]
+    fn the_id_is_read_from_tracefs_or_from_inside_debugfs() {
+        let dir = tempfile::tempdir().unwrap();
+        let never = |_: &Path| -> io::Result<()> { panic!("mounted with tracefs there") };
+        put(
+            dir.path(),
+            &format!("kernel/debug/tracing/{EVENT}"),
+            "1234\n",
+        );
+        assert_eq!(find_issue_id(dir.path(), Some(&never)).unwrap(), 1234);
+        put(dir.path(), &format!("kernel/tracing/{EVENT}"), "1500\n");
+        assert_eq!(find_issue_id(dir.path(), Some(&never)).unwrap(), 1500);
+    }
+
+    #[test]
+    fn tracefs_missing_is_mounted_where_it_may_be_and_named_where_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let e = find_issue_id(root, None).unwrap_err().to_string();
+        let tracing = root.join("kernel/tracing").display().to_string();
+        assert!(e.starts_with("tracefs is not mounted"), "{e}");
+        assert!(e.contains(&tracing), "{e}");
+        assert!(e.contains("kernel/debug/tracing"), "{e}");
+        assert!(
+            e.ends_with("mount it: `mount -t tracefs nodev /sys/kernel/tracing`"),
+            "{e}"
+        );
+        let refused = |_: &Path| Err(io::Error::from_raw_os_error(libc::EPERM));
+        let e = find_issue_id(root, Some(&refused)).unwrap_err().to_string();
+        assert!(
+            e.contains(&format!(
+                "and mounting it at {tracing} failed: Operation not permitted"
+            )),
+            "{e}"
+        );
+        assert!(e.contains(MOUNT_COMMAND), "{e}");
+        let mounted = std::cell::RefCell::new(Vec::new());
+        let mount = |at: &Path| {
+            mounted.borrow_mut().push(at.to_path_buf());
+            put(at, EVENT, "77\n");
+            Ok(())
+        };
+        assert_eq!(find_issue_id(root, Some(&mount)).unwrap(), 77);
+        assert_eq!(*mounted.borrow(), [root.join("kernel/tracing")]);
+    }
+
+    #[test]
+    fn tracefs_without_the_block_event_says_so_and_mounts_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        put(dir.path(), "kernel/tracing/events/enable", "0\n");
+        let never = |_: &Path| -> io::Result<()> { panic!("mounted over tracefs") };
+        let e = find_issue_id(dir.path(), Some(&never)).unwrap_err();
+        assert!(matches!(e, TracefsError::NoEvent { .. }), "{e}");
+        assert!(
+            e.to_string().contains("no block:block_rq_issue tracepoint"),
+            "{e}"
+        );
+        put(dir.path(), &format!("kernel/tracing/{EVENT}"), "x\n");
+        let e = find_issue_id(dir.path(), Some(&never)).unwrap_err();
+        assert!(matches!(e, TracefsError::Invalid { .. }), "{e}");
+    }
 
     #[test]
     fn device_numbers_in_the_kernels_encoding() {

@@ -16,6 +16,16 @@ pub(super) fn prune(state: &mut State) -> Vec<String> {
         let ok = check_entry(path, &saved.original, &saved.owners);
         ok.map_err(|e| out.push(e)).is_ok()
     });
+    // what was written only tells a media change from another disk: one
+    // that cannot be trusted costs that, not the original (no count)
+    for (path, saved) in &mut state.saved {
+        if let Some(w) = &saved.written
+            && let Err(e) = check_saved(path, w)
+        {
+            log::warn!("saved state: written value: {e}: left out");
+            saved.written = None;
+        }
+    }
     state.leases.retain(|path, l| {
         let ok = check_saved(path, &l.original).and_then(|()| {
             if !path.starts_with("devices/system/cpu/") {
@@ -128,5 +138,34 @@ pub(super) fn check_saved(path: &str, value: &str) -> Result<(), String> {
         Err(format!(
             "{path}: saved value {value:?}; expected {expected}"
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A written value that could not be trusted only costs telling a
+    /// media change: the original stays, and nothing counts as distrusted.
+    #[test]
+    fn an_untrusted_written_value_is_dropped_and_the_original_kept() {
+        let mut state = State::default();
+        for (disk, written) in [("sda", "99999999"), ("sdb", "7")] {
+            state.saved.insert(
+                format!("block/{disk}/queue/cpu_lat_limit_us"),
+                Saved {
+                    original: "-1".into(),
+                    owners: BTreeSet::from([disk.to_string()]),
+                    written: Some(written.into()),
+                },
+            );
+        }
+        assert!(prune(&mut state).is_empty());
+        let written = |d: &str| {
+            let path = format!("block/{d}/queue/cpu_lat_limit_us");
+            state.saved[&path].written.clone()
+        };
+        assert_eq!(written("sda"), None);
+        assert_eq!(written("sdb").as_deref(), Some("7"));
     }
 }
