@@ -93,6 +93,7 @@ impl Error {
             Error::Plan(PlanError::NoSuchDevice(_) | PlanError::Unknown(_)) => "no-such-device",
             Error::Plan(PlanError::AllGone { .. }) => "all-saved-devices-gone",
             Error::Plan(PlanError::AllReplaced { .. }) => "all-saved-devices-replaced",
+            Error::Plan(PlanError::Scheduler { .. }) => "scheduler-not-offered",
             Error::Plan(PlanError::Read { .. }) => "read-failed",
             Error::Write(WriteError::Failed { .. }) => "write-failed",
             Error::State(StateError::Busy { .. })
@@ -147,7 +148,8 @@ impl Error {
                 PlanError::NoSuchDevice(_)
                 | PlanError::Unknown(_)
                 | PlanError::AllGone { .. }
-                | PlanError::AllReplaced { .. },
+                | PlanError::AllReplaced { .. }
+                | PlanError::Scheduler { .. },
             ) => EXIT_USAGE,
             Error::Plan(PlanError::Read { .. })
             | Error::Write(_)

@@ -16,6 +16,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 mod lease;
 mod restore;
+mod scheduler;
 pub use lease::{LeaseGrant, lease_grants};
 pub use restore::restore;
 
@@ -448,8 +449,8 @@ pub fn build(profile: &Profile, snap: &Snapshot, scope: &Scope) -> Result<Plan, 
         {
             continue;
         }
-        let current = match snap.value(&path) {
-            Reading::Value(v) => live_value(&path, v),
+        let (raw, current) = match snap.value(&path) {
+            Reading::Value(v) => (v, live_value(&path, v)),
             Reading::Missing => {
                 warnings.push(format!("{path}: vanished while planning; skipped"));
                 // Only a device that left takes its saved original with it.
@@ -471,6 +472,14 @@ pub fn build(profile: &Profile, snap: &Snapshot, scope: &Scope) -> Result<Plan, 
         }
         if same_value(&path, &current, &want.value) {
             continue;
+        }
+        // an original going back was the disk's own choice
+        if is_scheduler(&path)
+            && !want.release
+            && let Some(&i) = at.get(&want.owner)
+        {
+            let rule = devices[i].rule.as_deref().unwrap_or_default();
+            warnings.extend(scheduler::check(&want.owner, rule, raw, &want.value)?);
         }
         // What could not be saved as read could not be put back: the state's
         // own check (that of every read) decides, so what is saved reads back.
@@ -572,6 +581,15 @@ pub enum PlanError {
         "every one of the {count} saved original(s) belongs to a device that is not there ({owners}); refusing to forget them all at once: check --sysfs; if those disks really were all unplugged, `blkqos restore --forget-missing` forgets them"
     )]
     AllGone { count: usize, owners: String },
+    #[error(
+        "{disk}: rule {rule:?} sets scheduler {wanted:?}, which {disk} does not offer (it offers {offered})"
+    )]
+    Scheduler {
+        disk: String,
+        rule: String,
+        wanted: String,
+        offered: String,
+    },
     #[error("{path}: cannot read: {reason}")]
     Read { path: String, reason: String },
     #[error(

@@ -645,6 +645,54 @@ fn a_disks_scheduler_is_written_before_its_other_attributes() {
     assert_eq!(paths[0], "block/sda/queue/scheduler", "{paths:?}");
 }
 
+/// A scheduler the disk does not offer fails its write with EINVAL at
+/// every apply: the plan, shared by the dry run and the apply, refuses it,
+/// naming the disk and what it offers, and writes nothing.
+#[test]
+fn a_scheduler_the_disk_does_not_offer_is_refused_by_the_plan() {
+    let env = Env::zoo(Abi::Queue);
+    let before = env.snapshot();
+    let p = env.profile(
+        "p.toml",
+        "[[rule]]\nname = \"s\"\nmatch = { name = \"sda\" }\ncpu_lat_limit_us = 20\n[rule.queue]\nscheduler = \"bogus\"\n",
+    );
+    let p = p.to_str().unwrap();
+    for args in [vec!["apply", p, "--dry-run"], vec!["apply", p]] {
+        let r = env.run(&args);
+        assert_eq!(r.code, 2, "{args:?}: {}", r.stderr);
+        r.assert_stderr_has(
+            "sda: rule \"s\" sets scheduler \"bogus\", which sda does not offer (it offers none, mq-deadline, kyber, bfq)",
+        );
+    }
+    let doc = env.run(&["apply", p, "--dry-run", "--json"]).json();
+    assert_eq!(doc["failure"]["kind"], "scheduler-not-offered", "{doc}");
+    assert_eq!(env.snapshot(), before, "nothing written");
+    assert!(!env.state.join("state.json").exists(), "nothing saved");
+    // another disk's run is not held up by it
+    let r = env.run(&["apply", p, "--device", "nvme0n1", "--dry-run"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    // one of the kernel's own schedulers, built as a module not loaded
+    // yet, is loaded by the write: planned, with a warning
+    std::fs::write(
+        env.fx.root().join("block/sda/queue/scheduler"),
+        "[mq-deadline] none\n",
+    )
+    .unwrap();
+    let b = env.profile(
+        "b.toml",
+        "[[rule]]\nname = \"s\"\nmatch = { name = \"sda\" }\n[rule.queue]\nscheduler = \"bfq\"\n",
+    );
+    let doc = env
+        .run(&["apply", b.to_str().unwrap(), "--dry-run", "--json"])
+        .json();
+    assert_eq!(
+        common::change_paths(&doc),
+        ["block/sda/queue/scheduler"],
+        "{doc}"
+    );
+    assert!(doc["warnings"].to_string().contains("bfq-iosched"), "{doc}");
+}
+
 #[test]
 fn a_queue_attribute_the_device_lacks_is_skipped_with_a_warning() {
     let env = Env::zoo(Abi::Queue);
