@@ -19,6 +19,7 @@ mod restore;
 mod scheduler;
 pub use lease::{LeaseGrant, lease_grants};
 pub use restore::restore;
+pub use scheduler::{is_scheduler, live_value, same_value, scheduler_first};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Change {
@@ -443,6 +444,20 @@ pub fn build(profile: &Profile, snap: &Snapshot, scope: &Scope) -> Result<Plan, 
     let in_scope = in_scope(inv, scope)?;
     let mut forget = BTreeSet::new();
     let mut unread = Vec::new();
+    // a disk that cannot be judged a candidate is left alone, as an
+    // attribute that cannot be read is: not taken for an empty one
+    for d in &inv.devices {
+        if let Some((attr, e)) = &d.unread
+            && in_scope.as_ref().is_none_or(|s| s.contains(&d.name))
+        {
+            let path = format!("block/{}/{attr}", d.name);
+            warnings.push(format!(
+                "{path}: cannot read it ({e}); {} left alone",
+                d.name
+            ));
+            unread.push((path, e.clone()));
+        }
+    }
     for (path, want) in desired {
         if let Some(s) = &in_scope
             && want.contributors.is_disjoint(s)
@@ -525,17 +540,6 @@ pub fn build(profile: &Profile, snap: &Snapshot, scope: &Scope) -> Result<Plan, 
         distrusted: snap.state.distrusted,
         unread,
     })
-}
-
-/// A disk's scheduler is written before its other attributes, forwards
-/// and back: switching it resets nr_requests, and bfq turns write-back
-/// throttling off. Otherwise the order is kept.
-pub fn scheduler_first(changes: &mut [Change]) {
-    changes.sort_by_key(|c| !is_scheduler(&c.path));
-}
-
-pub fn is_scheduler(path: &str) -> bool {
-    path.ends_with("/queue/scheduler")
 }
 
 /// A plan that would forget saved originals because their devices are
@@ -625,46 +629,9 @@ fn strictest(reqs: &[Request]) -> &Request {
         .unwrap_or_else(|| unreachable!("a target is only recorded with at least one request"))
 }
 
-/// A live value as it can be written back: `scheduler` lists every choice
-/// with the active one in brackets; the active one is the value.
-pub fn live_value(path: &str, raw: &str) -> String {
-    if path.ends_with("/queue/scheduler")
-        && let Some(active) = raw
-            .split_whitespace()
-            .find_map(|w| w.strip_prefix('[').and_then(|w| w.strip_suffix(']')))
-    {
-        return active.to_string();
-    }
-    raw.trim().to_string()
-}
-
-/// Does the live (raw) value already hold what is wanted?
-pub fn same_value(path: &str, raw: &str, want: &str) -> bool {
-    live_value(path, raw) == want.trim()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_selected_scheduler_is_the_bracketed_one() {
-        assert!(same_value(
-            "block/sda/queue/scheduler",
-            "none [mq-deadline] kyber",
-            "mq-deadline"
-        ));
-        assert!(!same_value(
-            "block/sda/queue/scheduler",
-            "[none] mq-deadline",
-            "mq-deadline"
-        ));
-        assert!(same_value("block/sda/queue/read_ahead_kb", "128", "128"));
-        assert_eq!(
-            live_value("block/sda/queue/scheduler", "none [mq-deadline] kyber"),
-            "mq-deadline"
-        );
-    }
 
     #[test]
     fn strictest_prefers_any_limit_over_off_then_the_lowest() {

@@ -103,6 +103,39 @@ fn an_unreadable_knob_costs_its_disk_only() {
     assert_eq!(env.get("block/nvme0n1/queue/cpu_lat_limit_us"), "-1");
 }
 
+/// A disk whose `size` cannot be read (EIO, a driver's fault) was taken
+/// for an empty one and skipped, the run exiting 0. It is left alone and
+/// reported like an unreadable knob: the rest is tuned, the exit says the
+/// run was partial.
+#[test]
+fn an_unreadable_size_is_reported_not_taken_for_an_empty_disk() {
+    let env = Env::zoo(Abi::Queue);
+    let bad = env.fx.root().join(env.fx.dir_of("sda")).join("size");
+    std::fs::remove_file(&bad).unwrap();
+    std::fs::create_dir(&bad).unwrap();
+    let p = env.profile(
+        "p.toml",
+        "[[rule]]\nname = \"two\"\nmatch = { name = [\"sda\", \"nvme0n1\"] }\ncpu_lat_limit_us = 20\n",
+    );
+    let p = p.to_str().unwrap();
+    for args in [vec!["apply", p, "--dry-run"], vec!["apply", p]] {
+        let r = env.run(&args);
+        assert_eq!(r.code, 1, "{args:?}: partial: {}", r.stderr);
+        r.assert_stderr_has("block/sda/size: cannot read it");
+        assert!(!r.stderr.contains("size 0"), "{}", r.stderr);
+    }
+    assert_eq!(env.get("block/nvme0n1/queue/cpu_lat_limit_us"), "20");
+    assert_eq!(env.get("block/sda/queue/cpu_lat_limit_us"), "-1");
+    let list = env.run(&["list", "--json"]);
+    let sda = common::device(&list.json(), "sda").clone();
+    assert!(
+        sda["excluded"]
+            .as_str()
+            .is_some_and(|e| e.starts_with("size unreadable")),
+        "{sda}"
+    );
+}
+
 #[test]
 fn dry_run_writes_nothing_and_needs_no_state_dir() {
     let env = Env::zoo(Abi::Queue);

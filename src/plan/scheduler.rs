@@ -1,8 +1,8 @@
-//! Whether a disk takes the scheduler a rule asks for: it lists the ones
-//! it offers in `queue/scheduler`, and the kernel refuses any other name
-//! with EINVAL at every apply.
+//! The scheduler among a disk's attributes: what it offers (the kernel
+//! refuses any other name with EINVAL at every apply), the active one as
+//! its value, and its place first among a disk's writes.
 
-use super::PlanError;
+use super::{Change, PlanError};
 
 /// The kernel's own schedulers, which a distribution may build as modules
 /// (`<name>-iosched`): a disk lists only those loaded, and the write of
@@ -41,9 +41,57 @@ pub(super) fn check(
     })
 }
 
+/// A disk's scheduler is written before its other attributes, forwards
+/// and back: switching it resets nr_requests, and bfq turns write-back
+/// throttling off. Otherwise the order is kept.
+pub fn scheduler_first(changes: &mut [Change]) {
+    changes.sort_by_key(|c| !is_scheduler(&c.path));
+}
+
+pub fn is_scheduler(path: &str) -> bool {
+    path.ends_with("/queue/scheduler")
+}
+
+/// A live value as it can be written back: `scheduler` lists every choice
+/// with the active one in brackets; the active one is the value.
+pub fn live_value(path: &str, raw: &str) -> String {
+    if path.ends_with("/queue/scheduler")
+        && let Some(active) = raw
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix('[').and_then(|w| w.strip_suffix(']')))
+    {
+        return active.to_string();
+    }
+    raw.trim().to_string()
+}
+
+/// Does the live (raw) value already hold what is wanted?
+pub fn same_value(path: &str, raw: &str, want: &str) -> bool {
+    live_value(path, raw) == want.trim()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_selected_scheduler_is_the_bracketed_one() {
+        assert!(same_value(
+            "block/sda/queue/scheduler",
+            "none [mq-deadline] kyber",
+            "mq-deadline"
+        ));
+        assert!(!same_value(
+            "block/sda/queue/scheduler",
+            "[none] mq-deadline",
+            "mq-deadline"
+        ));
+        assert!(same_value("block/sda/queue/read_ahead_kb", "128", "128"));
+        assert_eq!(
+            live_value("block/sda/queue/scheduler", "none [mq-deadline] kyber"),
+            "mq-deadline"
+        );
+    }
 
     #[test]
     fn an_offered_scheduler_passes_and_another_is_refused() {
