@@ -60,6 +60,9 @@ pub struct Inventory {
     pub warnings: Vec<String>,
     /// "udev" or "sysfs": where the list of disks came from.
     pub source: &'static str,
+    /// Partition -> its disk, for the partitions the scan came across: a
+    /// name someone gives that is one is told so, not "no such device".
+    pub partitions: BTreeMap<String, String>,
     /// Name -> position in `devices`, built on the first lookup: plans look
     /// devices up by name once per target, thousands of times on big hosts.
     index: OnceCell<HashMap<String, usize>>,
@@ -285,6 +288,7 @@ fn assemble(sysfs: &Sysfs, candidates: Candidates, detail: Detail) -> Result<Inv
         devices,
         warnings,
         source,
+        partitions,
         index: OnceCell::new(),
     })
 }

@@ -90,7 +90,9 @@ impl Error {
             Error::Profile(ProfileError::Read { .. }) => "profile-unreadable",
             Error::Profile(ProfileError::Untrusted { .. }) => "profile-untrusted",
             Error::Profile(ProfileError::Invalid { .. }) => "profile-invalid",
-            Error::Plan(PlanError::NoSuchDevice(_) | PlanError::Unknown(_)) => "no-such-device",
+            Error::Plan(
+                PlanError::NoSuchDevice(_) | PlanError::Partition { .. } | PlanError::Unknown(_),
+            ) => "no-such-device",
             Error::Plan(PlanError::AllGone { .. }) => "all-saved-devices-gone",
             Error::Plan(PlanError::AllReplaced { .. }) => "all-saved-devices-replaced",
             Error::Plan(PlanError::Scheduler { .. }) => "scheduler-not-offered",
@@ -146,6 +148,7 @@ impl Error {
             | Error::NeedsRoot { .. }
             | Error::Plan(
                 PlanError::NoSuchDevice(_)
+                | PlanError::Partition { .. }
                 | PlanError::Unknown(_)
                 | PlanError::AllGone { .. }
                 | PlanError::AllReplaced { .. }

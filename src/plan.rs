@@ -577,6 +577,8 @@ fn refuse_forgetting_every_device(
 pub enum PlanError {
     #[error("no block device named {0:?}")]
     NoSuchDevice(String),
+    #[error("{name} is a partition of {disk}: blkqos tunes whole disks; name {disk} instead")]
+    Partition { name: String, disk: String },
     #[error(
         "no block device named {0:?} here, and nothing saved for it (`blkqos list` shows the disks, `blkqos status` what blkqos set)"
     )]
@@ -602,6 +604,18 @@ pub enum PlanError {
     AllReplaced { count: usize, names: String },
 }
 
+/// The error for a name the scan found no disk by: a partition is said
+/// to be one, with its disk.
+pub fn no_such_device(inv: &Inventory, name: &str) -> PlanError {
+    match inv.partitions.get(name) {
+        Some(disk) => PlanError::Partition {
+            name: name.to_string(),
+            disk: disk.clone(),
+        },
+        None => PlanError::NoSuchDevice(name.to_string()),
+    }
+}
+
 /// The devices a scope names and the queues they resolve to; `None` for all.
 fn in_scope(inv: &Inventory, scope: &Scope) -> Result<Option<BTreeSet<String>>, PlanError> {
     if scope.devices.is_empty() && scope.removed.is_none() {
@@ -609,9 +623,7 @@ fn in_scope(inv: &Inventory, scope: &Scope) -> Result<Option<BTreeSet<String>>, 
     }
     let mut s: BTreeSet<String> = scope.removed.iter().cloned().collect();
     for name in &scope.devices {
-        let d = inv
-            .get(name)
-            .ok_or_else(|| PlanError::NoSuchDevice(name.clone()))?;
+        let d = inv.get(name).ok_or_else(|| no_such_device(inv, name))?;
         s.insert(d.name.clone());
         s.extend(d.targets.iter().cloned());
     }

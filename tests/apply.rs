@@ -136,6 +136,30 @@ fn an_unreadable_size_is_reported_not_taken_for_an_empty_disk() {
     );
 }
 
+/// `--device sda1` said "no block device named \"sda1\"": it is there, a
+/// partition, which blkqos tunes through its disk. Each command that takes
+/// a device says so and names the disk.
+#[test]
+fn a_partition_named_as_the_device_is_said_to_be_one_of_its_disk() {
+    let env = Env::zoo(Abi::Queue);
+    let p = env.profile("p.toml", MIXED);
+    let p = p.to_str().unwrap();
+    let before = env.snapshot();
+    for args in [
+        &["apply", p, "--device", "sda1", "--dry-run"][..],
+        &["apply", p, "--device", "/dev/sda1"],
+        &["restore", "--device", "sda1"],
+        &["explain", p, "sda1"],
+    ] {
+        let r = env.run(args);
+        assert_eq!(r.code, 2, "{args:?}: {}", r.stderr);
+        r.assert_stderr_has(
+            "sda1 is a partition of sda: blkqos tunes whole disks; name sda instead",
+        );
+    }
+    assert_eq!(env.snapshot(), before, "nothing written");
+}
+
 #[test]
 fn dry_run_writes_nothing_and_needs_no_state_dir() {
     let env = Env::zoo(Abi::Queue);

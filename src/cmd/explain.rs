@@ -9,7 +9,7 @@ use crate::engine::Job;
 use crate::error::Error;
 use crate::idle::format_cpus;
 use crate::matcher::Check;
-use crate::plan::{Plan, PlanError, Scope};
+use crate::plan::{self, Plan, Scope};
 use crate::profile::Profile;
 use crate::report::{Style, escape_control, warn_all};
 use serde::Serialize;
@@ -76,7 +76,7 @@ pub fn explain(
     let inv = discover::scan(&ctx.sysfs, Extent::All, Detail::FULL)?;
     let d = inv
         .get(device)
-        .ok_or_else(|| PlanError::NoSuchDevice(device.to_string()))?
+        .ok_or_else(|| plan::no_such_device(&inv, device))?
         .clone();
     let checks: Vec<(&str, Option<Vec<Check>>)> = if d.excluded.is_some() {
         Vec::new()
