@@ -160,6 +160,41 @@ fn a_partition_named_as_the_device_is_said_to_be_one_of_its_disk() {
     assert_eq!(env.snapshot(), before, "nothing written");
 }
 
+/// A plan without a row printed the table's header above "no rule
+/// matches": a header over nothing. Without rows there is none.
+#[test]
+fn a_plan_without_rows_prints_no_table_header() {
+    let env = Env::zoo(Abi::Queue);
+    let p = env.profile(
+        "p.toml",
+        "[[rule]]\nname = \"none\"\nmatch = { name = \"nosuchdisk*\" }\ncpu_lat_limit_us = 5\n",
+    );
+    let p = p.to_str().unwrap();
+    for args in [
+        &["apply", p, "--dry-run"][..],
+        &["apply", p],
+        &["apply", p, "--device", "sda", "--dry-run"],
+    ] {
+        let r = env.run(args);
+        assert_eq!(r.code, 0, "{args:?}: {}", r.stderr);
+        assert!(!r.stdout.contains("DEVICE"), "{args:?}: {}", r.stdout);
+        assert!(
+            r.stdout.contains("no rule matches"),
+            "{args:?}: {}",
+            r.stdout
+        );
+        assert!(
+            r.stdout.contains("nothing to change"),
+            "{args:?}: {}",
+            r.stdout
+        );
+    }
+    // with a row, the header is there
+    let q = env.profile("q.toml", common::NVME0_ONLY);
+    let r = env.run(&["apply", q.to_str().unwrap(), "--dry-run"]);
+    assert!(r.stdout.starts_with("DEVICE"), "{}", r.stdout);
+}
+
 #[test]
 fn dry_run_writes_nothing_and_needs_no_state_dir() {
     let env = Env::zoo(Abi::Queue);
