@@ -292,6 +292,37 @@ fn an_unpatched_kernel_without_fallback_changes_nothing_and_warns() {
     assert_eq!(env.snapshot(), before);
 }
 
+/// `explain` said a disk without the knobs is not constrained and never
+/// named `blkqos lease`, which holds its CPUs from user space while it
+/// has I/O; with the static fallback, that the lease leaves it to apply.
+#[test]
+fn explain_names_the_lease_for_a_queue_without_the_knobs() {
+    let env = Env::zoo(Abi::None);
+    let p = env.profile("p.toml", NVME_AUTO);
+    let out = env.run(&["explain", p.to_str().unwrap(), "nvme0n1"]).stdout;
+    assert!(
+        out.contains("nvme0n1: none (no knobs): `blkqos lease` (blkqos-lease.service) holds its CPUs from user space while the disk has I/O, released 3 ms after the last; see blkqos-lease(8)"),
+        "{out}"
+    );
+    let f = env.profile(
+        "f.toml",
+        &NVME_AUTO.replace(
+            "[defaults]\n",
+            "[defaults]\nfallback = \"cpu-resume-latency\"\n",
+        ),
+    );
+    let out = env.run(&["explain", f.to_str().unwrap(), "nvme0n1"]).stdout;
+    assert!(
+        out.contains("`blkqos lease` leaves it to the static fallback; without the fallback it would hold the CPUs only while the disk has I/O"),
+        "{out}"
+    );
+    // a queue with the knobs needs no process
+    let env = Env::zoo(Abi::Queue);
+    let p = env.profile("p.toml", NVME_AUTO);
+    let out = env.run(&["explain", p.to_str().unwrap(), "nvme0n1"]).stdout;
+    assert!(!out.contains("blkqos lease"), "{out}");
+}
+
 #[test]
 fn the_static_fallback_writes_per_cpu_resume_latency_with_the_kernels_encoding() {
     let env = Env::with(|root| {
