@@ -70,6 +70,18 @@ pub enum LeaseSeen {
     Unknown,
 }
 
+impl LeaseSeen {
+    /// What the readers (status, metrics) can tell of the lease on the
+    /// state directory `dir`, the state read or not.
+    pub fn of(dir: &Path, state_readable: bool) -> LeaseSeen {
+        match (crate::lease::published::running(dir), state_readable) {
+            (Some(_), _) => LeaseSeen::Running,
+            (None, true) => LeaseSeen::NotRunning,
+            (None, false) => LeaseSeen::Unknown,
+        }
+    }
+}
+
 /// What the sysfs tree shows: idle states switched off, per-CPU resume
 /// latencies that are not blkqos's own, and those a lease that no longer
 /// runs left.

@@ -48,6 +48,10 @@ pub struct Device {
     pub properties: BTreeMap<String, String>,
     /// Why the device is not a candidate for rules, as lsblk would hide it.
     pub excluded: Option<String>,
+    /// An attribute that decides whether it is a candidate (`size`) and
+    /// could not be read, with the error: a disk that cannot be judged is
+    /// left alone, and the run reports it as it does an unreadable knob.
+    pub unread: Option<(String, String)>,
 }
 
 #[derive(Debug, Default, Clone)]
@@ -56,6 +60,9 @@ pub struct Inventory {
     pub warnings: Vec<String>,
     /// "udev" or "sysfs": where the list of disks came from.
     pub source: &'static str,
+    /// Partition -> its disk, for the partitions the scan came across: a
+    /// name someone gives that is one is told so, not "no such device".
+    pub partitions: BTreeMap<String, String>,
     /// Name -> position in `devices`, built on the first lookup: plans look
     /// devices up by name once per target, thousands of times on big hosts.
     index: OnceCell<HashMap<String, usize>>,
@@ -281,6 +288,7 @@ fn assemble(sysfs: &Sysfs, candidates: Candidates, detail: Detail) -> Result<Inv
         devices,
         warnings,
         source,
+        partitions,
         index: OnceCell::new(),
     })
 }
@@ -445,6 +453,11 @@ fn read_device(
     } else {
         (None, None, None, None)
     };
+    // in 512-byte sectors; an empty one reads 0, not an error
+    let size = dir.read("size").map_err(|e| e.to_string()).and_then(|s| {
+        s.parse::<u64>()
+            .map_err(|_| format!("{s:?} is not a number of sectors"))
+    });
     let (abi, knobs) = Abi::probe(&dir, name);
     let pci: Vec<String> = syspath
         .split('/')
@@ -462,11 +475,7 @@ fn read_device(
         pci,
         rotational: detail.flags && dir.flag("queue/rotational"),
         removable: detail.flags && dir.flag("removable"),
-        size_bytes: dir
-            .attr("size")
-            .and_then(|s| s.parse::<u64>().ok())
-            .unwrap_or(0)
-            .saturating_mul(512),
+        size_bytes: size.as_ref().map_or(0, |n| n.saturating_mul(512)),
         cpus,
         hw_queues: queues.len(),
         // Only stacking drivers link lower devices in (bd_link_disk_holder:
@@ -490,6 +499,7 @@ fn read_device(
         targets: Vec::new(),
         properties,
         excluded: None,
+        unread: size.err().map(|e| ("size".to_string(), e)),
         syspath,
     })
 }
@@ -548,15 +558,23 @@ fn resolve(
     out
 }
 
-fn exclusion(d: &Device) -> Option<String> {
+/// Why `d` is no candidate for rules; it forgets what `d` could not read
+/// where that does not matter (a hidden path or a RAM disk is none,
+/// whatever its size).
+fn exclusion(d: &mut Device) -> Option<String> {
     if d.kind == Kind::NvmePath {
+        d.unread = None;
         return Some(match &d.head {
             Some(h) => format!("hidden NVMe multipath path of {h}"),
             None => "hidden NVMe multipath path".to_string(),
         });
     }
     if d.name.starts_with("ram") && d.kind == Kind::BioBased {
+        d.unread = None;
         return Some("RAM disk".to_string());
+    }
+    if let Some((attr, e)) = &d.unread {
+        return Some(format!("{attr} unreadable ({e})"));
     }
     if d.size_bytes == 0 {
         return Some("empty (size 0)".to_string());

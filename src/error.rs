@@ -90,9 +90,12 @@ impl Error {
             Error::Profile(ProfileError::Read { .. }) => "profile-unreadable",
             Error::Profile(ProfileError::Untrusted { .. }) => "profile-untrusted",
             Error::Profile(ProfileError::Invalid { .. }) => "profile-invalid",
-            Error::Plan(PlanError::NoSuchDevice(_) | PlanError::Unknown(_)) => "no-such-device",
+            Error::Plan(
+                PlanError::NoSuchDevice(_) | PlanError::Partition { .. } | PlanError::Unknown(_),
+            ) => "no-such-device",
             Error::Plan(PlanError::AllGone { .. }) => "all-saved-devices-gone",
             Error::Plan(PlanError::AllReplaced { .. }) => "all-saved-devices-replaced",
+            Error::Plan(PlanError::Scheduler { .. }) => "scheduler-not-offered",
             Error::Plan(PlanError::Read { .. }) => "read-failed",
             Error::Write(WriteError::Failed { .. }) => "write-failed",
             Error::State(StateError::Busy { .. })
@@ -145,9 +148,11 @@ impl Error {
             | Error::NeedsRoot { .. }
             | Error::Plan(
                 PlanError::NoSuchDevice(_)
+                | PlanError::Partition { .. }
                 | PlanError::Unknown(_)
                 | PlanError::AllGone { .. }
-                | PlanError::AllReplaced { .. },
+                | PlanError::AllReplaced { .. }
+                | PlanError::Scheduler { .. },
             ) => EXIT_USAGE,
             Error::Plan(PlanError::Read { .. })
             | Error::Write(_)

@@ -16,8 +16,10 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 mod lease;
 mod restore;
-pub use lease::{LeaseGrant, lease_grants};
+mod scheduler;
+pub use lease::{LeaseGrant, OnLease, lease_grants, on_lease};
 pub use restore::restore;
+pub use scheduler::{is_scheduler, live_value, same_value, scheduler_first};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Change {
@@ -446,14 +448,28 @@ pub fn build(profile: &Profile, snap: &Snapshot, scope: &Scope) -> Result<Plan, 
     let in_scope = in_scope(inv, scope)?;
     let mut forget = BTreeSet::new();
     let mut unread = Vec::new();
+    // a disk that cannot be judged a candidate is left alone, as an
+    // attribute that cannot be read is: not taken for an empty one
+    for d in &inv.devices {
+        if let Some((attr, e)) = &d.unread
+            && in_scope.as_ref().is_none_or(|s| s.contains(&d.name))
+        {
+            let path = format!("block/{}/{attr}", d.name);
+            warnings.push(format!(
+                "{path}: cannot read it ({e}); {} left alone",
+                d.name
+            ));
+            unread.push((path, e.clone()));
+        }
+    }
     for (path, want) in desired {
         if let Some(s) = &in_scope
             && want.contributors.is_disjoint(s)
         {
             continue;
         }
-        let current = match snap.value(&path) {
-            Reading::Value(v) => live_value(&path, v),
+        let (raw, current) = match snap.value(&path) {
+            Reading::Value(v) => (v, live_value(&path, v)),
             Reading::Missing => {
                 warnings.push(format!("{path}: vanished while planning; skipped"));
                 // Only a device that left takes its saved original with it.
@@ -487,6 +503,14 @@ pub fn build(profile: &Profile, snap: &Snapshot, scope: &Scope) -> Result<Plan, 
         }
         if same_value(&path, &base, &value) {
             continue;
+        }
+        // an original going back was the disk's own choice
+        if is_scheduler(&path)
+            && !want.release
+            && let Some(&i) = at.get(&want.owner)
+        {
+            let rule = devices[i].rule.as_deref().unwrap_or_default();
+            warnings.extend(scheduler::check(&want.owner, rule, raw, &value)?);
         }
         // What could not be saved as read could not be put back: the state's
         // own check (that of every read) decides, so what is saved reads back.
@@ -534,50 +558,6 @@ pub fn build(profile: &Profile, snap: &Snapshot, scope: &Scope) -> Result<Plan, 
     })
 }
 
-/// A CPU value as `blkqos lease` leaves it: whether the state has the
-/// lease's entry for it, and the value under its hold where it holds it.
-pub struct OnLease<'a> {
-    pub entry: bool,
-    pub held: Option<&'a str>,
-    current: &'a str,
-}
-
-impl OnLease<'_> {
-    /// What to write for `value` to be the CPU's: on a CPU held, the
-    /// stricter of it and the hold, which the lease's lapse ends.
-    pub fn write(&self, value: &str) -> String {
-        match self.held {
-            Some(_) => resume::encode(resume::strictest(
-                resume::decode(value).flatten(),
-                resume::decode(self.current).flatten(),
-            )),
-            None => value.to_string(),
-        }
-    }
-}
-
-pub fn on_lease<'a>(state: &'a crate::state::State, path: &str, current: &'a str) -> OnLease<'a> {
-    let l = state.leases.get(path);
-    OnLease {
-        entry: l.is_some(),
-        held: l
-            .filter(|l| l.original != current && crate::lease::cpuqos::ours(l, current))
-            .map(|l| l.original.as_str()),
-        current,
-    }
-}
-
-/// A disk's scheduler is written before its other attributes, forwards
-/// and back: switching it resets nr_requests, and bfq turns write-back
-/// throttling off. Otherwise the order is kept.
-pub fn scheduler_first(changes: &mut [Change]) {
-    changes.sort_by_key(|c| !is_scheduler(&c.path));
-}
-
-pub fn is_scheduler(path: &str) -> bool {
-    path.ends_with("/queue/scheduler")
-}
-
 /// A plan that would forget saved originals because their devices are
 /// gone, when every device with a saved original is gone at once (a
 /// removed device aside, which is expected to be): far more likely a wrong
@@ -613,6 +593,8 @@ fn refuse_forgetting_every_device(
 pub enum PlanError {
     #[error("no block device named {0:?}")]
     NoSuchDevice(String),
+    #[error("{name} is a partition of {disk}: blkqos tunes whole disks; name {disk} instead")]
+    Partition { name: String, disk: String },
     #[error(
         "no block device named {0:?} here, and nothing saved for it (`blkqos list` shows the disks, `blkqos status` what blkqos set)"
     )]
@@ -621,12 +603,33 @@ pub enum PlanError {
         "every one of the {count} saved original(s) belongs to a device that is not there ({owners}); refusing to forget them all at once: check --sysfs; if those disks really were all unplugged, `blkqos restore --forget-missing` forgets them"
     )]
     AllGone { count: usize, owners: String },
+    #[error(
+        "{disk}: rule {rule:?} sets scheduler {wanted:?}, which {disk} does not offer (it offers {offered})"
+    )]
+    Scheduler {
+        disk: String,
+        rule: String,
+        wanted: String,
+        offered: String,
+    },
     #[error("{path}: cannot read: {reason}")]
     Read { path: String, reason: String },
     #[error(
         "every one of the {count} disks the saved state names is another disk now ({names}): a state from another boot, or another machine's sysfs tree; refusing to forget their originals: check --sysfs and --state-dir; if those disks really were all replaced (their remove events lost), `blkqos restore --forget-replaced` forgets what was saved for the ones before"
     )]
     AllReplaced { count: usize, names: String },
+}
+
+/// The error for a name the scan found no disk by: a partition is said
+/// to be one, with its disk.
+pub fn no_such_device(inv: &Inventory, name: &str) -> PlanError {
+    match inv.partitions.get(name) {
+        Some(disk) => PlanError::Partition {
+            name: name.to_string(),
+            disk: disk.clone(),
+        },
+        None => PlanError::NoSuchDevice(name.to_string()),
+    }
 }
 
 /// The devices a scope names and the queues they resolve to; `None` for all.
@@ -636,9 +639,7 @@ fn in_scope(inv: &Inventory, scope: &Scope) -> Result<Option<BTreeSet<String>>, 
     }
     let mut s: BTreeSet<String> = scope.removed.iter().cloned().collect();
     for name in &scope.devices {
-        let d = inv
-            .get(name)
-            .ok_or_else(|| PlanError::NoSuchDevice(name.clone()))?;
+        let d = inv.get(name).ok_or_else(|| no_such_device(inv, name))?;
         s.insert(d.name.clone());
         s.extend(d.targets.iter().cloned());
     }
@@ -656,46 +657,9 @@ fn strictest(reqs: &[Request]) -> &Request {
         .unwrap_or_else(|| unreachable!("a target is only recorded with at least one request"))
 }
 
-/// A live value as it can be written back: `scheduler` lists every choice
-/// with the active one in brackets; the active one is the value.
-pub fn live_value(path: &str, raw: &str) -> String {
-    if path.ends_with("/queue/scheduler")
-        && let Some(active) = raw
-            .split_whitespace()
-            .find_map(|w| w.strip_prefix('[').and_then(|w| w.strip_suffix(']')))
-    {
-        return active.to_string();
-    }
-    raw.trim().to_string()
-}
-
-/// Does the live (raw) value already hold what is wanted?
-pub fn same_value(path: &str, raw: &str, want: &str) -> bool {
-    live_value(path, raw) == want.trim()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_selected_scheduler_is_the_bracketed_one() {
-        assert!(same_value(
-            "block/sda/queue/scheduler",
-            "none [mq-deadline] kyber",
-            "mq-deadline"
-        ));
-        assert!(!same_value(
-            "block/sda/queue/scheduler",
-            "[none] mq-deadline",
-            "mq-deadline"
-        ));
-        assert!(same_value("block/sda/queue/read_ahead_kb", "128", "128"));
-        assert_eq!(
-            live_value("block/sda/queue/scheduler", "none [mq-deadline] kyber"),
-            "mq-deadline"
-        );
-    }
 
     #[test]
     fn strictest_prefers_any_limit_over_off_then_the_lowest() {

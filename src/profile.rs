@@ -18,6 +18,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use toml::{Spanned, Value};
 
+mod queue;
 mod raw;
 use raw::*;
 
@@ -456,8 +457,9 @@ fn open_trusted(path: &Path) -> Result<File, ProfileError> {
     Ok(file)
 }
 
-/// The queue attribute names `[rule.queue]` takes, and so the only ones the
-/// saved state may name besides the knobs.
+/// The queue attribute names the saved state may name besides the knobs:
+/// any name sysfs could have, as `[rule.queue]` took any before it knew
+/// each attribute's values, and what such a run saved must still go back.
 pub fn is_queue_attr_name(attr: &str) -> bool {
     !attr.is_empty()
         && attr
@@ -604,9 +606,10 @@ match.property = { ID_BUS = "^ata$" }
         assert!(e.contains("in the rule itself"), "{e}");
         let e = error("[[rule]]\nname = \"a\"\n[rule.queue]\nread_ahead_kb = [1]\n");
         assert!(
-            e.contains("expected an integer or a one-line string"),
+            e.contains("read_ahead_kb: expected a multiple of 4 from 0 to 4294967292"),
             "{e}"
         );
+        assert!(e.ends_with("found an array"), "{e}");
     }
 
     #[test]

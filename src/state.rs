@@ -275,11 +275,16 @@ impl StateDir {
         self.check_where_created()?;
         // Saved originals are root's business: the directory is made 0700 and
         // its files 0600 (an existing directory keeps its mode).
-        fs::DirBuilder::new()
+        match fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
             .create(&self.dir)
-            .map_err(io_err(&self.dir))?;
+        {
+            // something that is no directory is there: trusted_dir says
+            // so, as it does to the readers, rather than "File exists"
+            Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(io_err(&self.dir)(e)),
+            _ => {}
+        }
         self.trusted_dir(true)
     }
 

@@ -103,6 +103,98 @@ fn an_unreadable_knob_costs_its_disk_only() {
     assert_eq!(env.get("block/nvme0n1/queue/cpu_lat_limit_us"), "-1");
 }
 
+/// A disk whose `size` cannot be read (EIO, a driver's fault) was taken
+/// for an empty one and skipped, the run exiting 0. It is left alone and
+/// reported like an unreadable knob: the rest is tuned, the exit says the
+/// run was partial.
+#[test]
+fn an_unreadable_size_is_reported_not_taken_for_an_empty_disk() {
+    let env = Env::zoo(Abi::Queue);
+    let bad = env.fx.root().join(env.fx.dir_of("sda")).join("size");
+    std::fs::remove_file(&bad).unwrap();
+    std::fs::create_dir(&bad).unwrap();
+    let p = env.profile(
+        "p.toml",
+        "[[rule]]\nname = \"two\"\nmatch = { name = [\"sda\", \"nvme0n1\"] }\ncpu_lat_limit_us = 20\n",
+    );
+    let p = p.to_str().unwrap();
+    for args in [vec!["apply", p, "--dry-run"], vec!["apply", p]] {
+        let r = env.run(&args);
+        assert_eq!(r.code, 1, "{args:?}: partial: {}", r.stderr);
+        r.assert_stderr_has("block/sda/size: cannot read it");
+        assert!(!r.stderr.contains("size 0"), "{}", r.stderr);
+    }
+    assert_eq!(env.get("block/nvme0n1/queue/cpu_lat_limit_us"), "20");
+    assert_eq!(env.get("block/sda/queue/cpu_lat_limit_us"), "-1");
+    let list = env.run(&["list", "--json"]);
+    let sda = common::device(&list.json(), "sda").clone();
+    assert!(
+        sda["excluded"]
+            .as_str()
+            .is_some_and(|e| e.starts_with("size unreadable")),
+        "{sda}"
+    );
+}
+
+/// `--device sda1` said "no block device named \"sda1\"": it is there, a
+/// partition, which blkqos tunes through its disk. Each command that takes
+/// a device says so and names the disk.
+#[test]
+fn a_partition_named_as_the_device_is_said_to_be_one_of_its_disk() {
+    let env = Env::zoo(Abi::Queue);
+    let p = env.profile("p.toml", MIXED);
+    let p = p.to_str().unwrap();
+    let before = env.snapshot();
+    for args in [
+        &["apply", p, "--device", "sda1", "--dry-run"][..],
+        &["apply", p, "--device", "/dev/sda1"],
+        &["restore", "--device", "sda1"],
+        &["explain", p, "sda1"],
+    ] {
+        let r = env.run(args);
+        assert_eq!(r.code, 2, "{args:?}: {}", r.stderr);
+        r.assert_stderr_has(
+            "sda1 is a partition of sda: blkqos tunes whole disks; name sda instead",
+        );
+    }
+    assert_eq!(env.snapshot(), before, "nothing written");
+}
+
+/// A plan without a row printed the table's header above "no rule
+/// matches": a header over nothing. Without rows there is none.
+#[test]
+fn a_plan_without_rows_prints_no_table_header() {
+    let env = Env::zoo(Abi::Queue);
+    let p = env.profile(
+        "p.toml",
+        "[[rule]]\nname = \"none\"\nmatch = { name = \"nosuchdisk*\" }\ncpu_lat_limit_us = 5\n",
+    );
+    let p = p.to_str().unwrap();
+    for args in [
+        &["apply", p, "--dry-run"][..],
+        &["apply", p],
+        &["apply", p, "--device", "sda", "--dry-run"],
+    ] {
+        let r = env.run(args);
+        assert_eq!(r.code, 0, "{args:?}: {}", r.stderr);
+        assert!(!r.stdout.contains("DEVICE"), "{args:?}: {}", r.stdout);
+        assert!(
+            r.stdout.contains("no rule matches"),
+            "{args:?}: {}",
+            r.stdout
+        );
+        assert!(
+            r.stdout.contains("nothing to change"),
+            "{args:?}: {}",
+            r.stdout
+        );
+    }
+    // with a row, the header is there
+    let q = env.profile("q.toml", common::NVME0_ONLY);
+    let r = env.run(&["apply", q.to_str().unwrap(), "--dry-run"]);
+    assert!(r.stdout.starts_with("DEVICE"), "{}", r.stdout);
+}
+
 #[test]
 fn dry_run_writes_nothing_and_needs_no_state_dir() {
     let env = Env::zoo(Abi::Queue);
@@ -198,6 +290,37 @@ fn an_unpatched_kernel_without_fallback_changes_nothing_and_warns() {
         "{doc}"
     );
     assert_eq!(env.snapshot(), before);
+}
+
+/// `explain` said a disk without the knobs is not constrained and never
+/// named `blkqos lease`, which holds its CPUs from user space while it
+/// has I/O; with the static fallback, that the lease leaves it to apply.
+#[test]
+fn explain_names_the_lease_for_a_queue_without_the_knobs() {
+    let env = Env::zoo(Abi::None);
+    let p = env.profile("p.toml", NVME_AUTO);
+    let out = env.run(&["explain", p.to_str().unwrap(), "nvme0n1"]).stdout;
+    assert!(
+        out.contains("nvme0n1: none (no knobs): `blkqos lease` (blkqos-lease.service) holds its CPUs from user space while the disk has I/O, released 3 ms after the last; see blkqos-lease(8)"),
+        "{out}"
+    );
+    let f = env.profile(
+        "f.toml",
+        &NVME_AUTO.replace(
+            "[defaults]\n",
+            "[defaults]\nfallback = \"cpu-resume-latency\"\n",
+        ),
+    );
+    let out = env.run(&["explain", f.to_str().unwrap(), "nvme0n1"]).stdout;
+    assert!(
+        out.contains("`blkqos lease` leaves it to the static fallback; without the fallback it would hold the CPUs only while the disk has I/O"),
+        "{out}"
+    );
+    // a queue with the knobs needs no process
+    let env = Env::zoo(Abi::Queue);
+    let p = env.profile("p.toml", NVME_AUTO);
+    let out = env.run(&["explain", p.to_str().unwrap(), "nvme0n1"]).stdout;
+    assert!(!out.contains("blkqos lease"), "{out}");
 }
 
 #[test]
@@ -643,6 +766,54 @@ fn a_disks_scheduler_is_written_before_its_other_attributes() {
     let paths = planned(&["restore", "--dry-run", "--json"]);
     assert_eq!(paths.len(), 3, "{paths:?}");
     assert_eq!(paths[0], "block/sda/queue/scheduler", "{paths:?}");
+}
+
+/// A scheduler the disk does not offer fails its write with EINVAL at
+/// every apply: the plan, shared by the dry run and the apply, refuses it,
+/// naming the disk and what it offers, and writes nothing.
+#[test]
+fn a_scheduler_the_disk_does_not_offer_is_refused_by_the_plan() {
+    let env = Env::zoo(Abi::Queue);
+    let before = env.snapshot();
+    let p = env.profile(
+        "p.toml",
+        "[[rule]]\nname = \"s\"\nmatch = { name = \"sda\" }\ncpu_lat_limit_us = 20\n[rule.queue]\nscheduler = \"bogus\"\n",
+    );
+    let p = p.to_str().unwrap();
+    for args in [vec!["apply", p, "--dry-run"], vec!["apply", p]] {
+        let r = env.run(&args);
+        assert_eq!(r.code, 2, "{args:?}: {}", r.stderr);
+        r.assert_stderr_has(
+            "sda: rule \"s\" sets scheduler \"bogus\", which sda does not offer (it offers none, mq-deadline, kyber, bfq)",
+        );
+    }
+    let doc = env.run(&["apply", p, "--dry-run", "--json"]).json();
+    assert_eq!(doc["failure"]["kind"], "scheduler-not-offered", "{doc}");
+    assert_eq!(env.snapshot(), before, "nothing written");
+    assert!(!env.state.join("state.json").exists(), "nothing saved");
+    // another disk's run is not held up by it
+    let r = env.run(&["apply", p, "--device", "nvme0n1", "--dry-run"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    // one of the kernel's own schedulers, built as a module not loaded
+    // yet, is loaded by the write: planned, with a warning
+    std::fs::write(
+        env.fx.root().join("block/sda/queue/scheduler"),
+        "[mq-deadline] none\n",
+    )
+    .unwrap();
+    let b = env.profile(
+        "b.toml",
+        "[[rule]]\nname = \"s\"\nmatch = { name = \"sda\" }\n[rule.queue]\nscheduler = \"bfq\"\n",
+    );
+    let doc = env
+        .run(&["apply", b.to_str().unwrap(), "--dry-run", "--json"])
+        .json();
+    assert_eq!(
+        common::change_paths(&doc),
+        ["block/sda/queue/scheduler"],
+        "{doc}"
+    );
+    assert!(doc["warnings"].to_string().contains("bfq-iosched"), "{doc}");
 }
 
 #[test]

@@ -145,6 +145,41 @@ fn corpus() -> Vec<(String, Vec<u8>)> {
         "queue value below -1",
         format!("{RULE}[rule.queue]\nread_ahead_kb = -5\n"),
     );
+    // queue values no kernel takes, or that never read back as written
+    for (attr, value) in [
+        ("nr_requests", "\"abc\""),
+        ("nr_requests", "\"-5\""),
+        ("nr_requests", "-1"),
+        ("nr_requests", "2"),
+        ("nr_requests", "\"+64\""),
+        ("nr_requests", "\"064\""),
+        ("nr_requests", "4294967296"),
+        ("read_ahead_kb", "\"lots\""),
+        ("read_ahead_kb", "130"),
+        ("rotational", "\"yes\""),
+        ("rotational", "true"),
+        ("rotational", "2"),
+        ("add_random", "-1"),
+        ("iostats", "\"on\""),
+        ("nomerges", "3"),
+        ("rq_affinity", "\"same\""),
+        ("io_timeout", "0"),
+        ("wbt_lat_usec", "-2"),
+        ("write_cache", "\"on\""),
+        ("write_cache", "1"),
+        ("write_cache", "\"none\""),
+        ("scheduler", "5"),
+        ("scheduler", "\"mq deadline\""),
+        ("scheduler", "\"a-scheduler-name-too-long\""),
+        ("max_sectors_kb", "\"big\""),
+        ("logical_block_size", "4096"),
+        ("no_such_attribute", "1"),
+    ] {
+        add(
+            &format!("queue.{attr} = {value}"),
+            format!("{RULE}[rule.queue]\n{attr} = {value}\n"),
+        );
+    }
     add(
         "transport unknown",
         format!("{RULE}match = {{ transport = \"fibre\" }}\n"),
@@ -304,4 +339,67 @@ fn every_invalid_profile_is_refused_with_a_position_and_writes_nothing() {
     );
     assert_eq!(env.snapshot(), before, "nothing written");
     assert!(!env.state.exists(), "no state created");
+}
+
+/// Each `[rule.queue]` value is held to what that attribute's store
+/// function in the kernel parses (and what then reads back as written):
+/// anything else fails every apply with EINVAL or a read-back mismatch,
+/// so `check` refuses it, saying where and what the attribute takes.
+#[test]
+fn a_queue_value_the_kernel_never_takes_is_refused_saying_what_it_takes() {
+    let env = Env::zoo(Abi::Queue);
+    for (attr, value, expected) in [
+        (
+            "nr_requests",
+            "\"abc\"",
+            "expected an integer from 4 to 4294967295, found string \"abc\"",
+        ),
+        (
+            "nr_requests",
+            "\"-5\"",
+            "expected an integer from 4 to 4294967295, found string \"-5\"",
+        ),
+        (
+            "read_ahead_kb",
+            "\"lots\"",
+            "expected a multiple of 4 from 0 to 4294967292",
+        ),
+        (
+            "rotational",
+            "\"yes\"",
+            "expected 0 or 1, found string \"yes\"",
+        ),
+        (
+            "write_cache",
+            "\"on\"",
+            "expected \"write back\" or \"write through\", found string \"on\"",
+        ),
+        (
+            "no_such_attribute",
+            "1",
+            "not a writable queue attribute; expected one of add_random, ",
+        ),
+    ] {
+        let p = env.profile("p.toml", &format!("{RULE}[rule.queue]\n{attr} = {value}\n"));
+        let p = p.to_str().unwrap();
+        let r = env.run(&["check", p]);
+        assert_eq!(r.code, 2, "{attr} = {value}: {}", r.stderr);
+        r.assert_stderr_has(&format!(
+            "{p}:4:{}: queue.{attr}: {expected}",
+            attr.len() + 4
+        ));
+    }
+    // what the kernel takes passes, a number given as a string too
+    let ok = env.profile(
+        "ok.toml",
+        &format!(
+            "{RULE}[rule.queue]\nnr_requests = \"64\"\nread_ahead_kb = 0\nrotational = \"1\"\n\
+             add_random = 0\niostats = 1\nstable_writes = 0\nnomerges = 2\nrq_affinity = 2\n\
+             io_poll = 0\nio_poll_delay = -1\nio_timeout = 30000\nwbt_lat_usec = 0\n\
+             write_cache = \"write through\"\nscheduler = \"mq-deadline\"\n\
+             max_sectors_kb = 1280\ndiscard_max_bytes = 0\n"
+        ),
+    );
+    let r = env.run(&["check", ok.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
 }

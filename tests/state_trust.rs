@@ -52,6 +52,32 @@ fn a_state_directory_others_can_write_to_or_own_is_refused() {
     assert_eq!(env.get(LIMIT), "4");
 }
 
+/// A state directory that is a file: the dry runs said "not a directory",
+/// the real runs "File exists (os error 17)". Each says what is wrong
+/// with it, and the file is left as it was.
+#[test]
+fn a_state_directory_that_is_a_file_is_refused_as_not_a_directory() {
+    let env = Env::zoo(Abi::Queue);
+    let p = env.profile("p.toml", NVME_AUTO);
+    let p = p.to_str().unwrap();
+    fs::create_dir_all(env.state.parent().unwrap()).unwrap();
+    fs::write(&env.state, "not a directory\n").unwrap();
+    let before = env.snapshot();
+    for args in [
+        &["restore"][..],
+        &["restore", "--dry-run"],
+        &["apply", p],
+        &["apply", p, "--dry-run"],
+    ] {
+        let r = env.run(args);
+        assert_eq!(r.code, 1, "{args:?}: {}", r.stderr);
+        r.assert_stderr_has("refusing the state directory: it is not a directory");
+        assert!(!r.stderr.contains("os error"), "{args:?}: {}", r.stderr);
+    }
+    assert_eq!(env.snapshot(), before, "nothing written");
+    assert_eq!(fs::read_to_string(&env.state).unwrap(), "not a directory\n");
+}
+
 /// The attack's finding: a state directory that is a link (planted in /tmp
 /// by another user, where protected_symlinks is off) was followed, and root
 /// wrote its lock and state where it led, deleting `.state.json.*` there;

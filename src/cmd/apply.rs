@@ -229,11 +229,16 @@ fn plan_table(style: Style, plan: &Plan) -> String {
             ]);
         }
     }
-    let mut out = table(
-        style,
-        &["DEVICE", "RULE", "LIMIT", "PATH", "BEFORE", "AFTER"],
-        &rows,
-    );
+    // no header over nothing: what is left out is said below
+    let mut out = if rows.is_empty() {
+        String::new()
+    } else {
+        table(
+            style,
+            &["DEVICE", "RULE", "LIMIT", "PATH", "BEFORE", "AFTER"],
+            &rows,
+        )
+    };
     // a big host has thousands: counted, a few named, all with -v
     const NAMED: usize = 8;
     if !untouched.is_empty() {

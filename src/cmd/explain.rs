@@ -9,8 +9,8 @@ use crate::engine::Job;
 use crate::error::Error;
 use crate::idle::format_cpus;
 use crate::matcher::Check;
-use crate::plan::{Plan, PlanError, Scope};
-use crate::profile::Profile;
+use crate::plan::{self, Plan, Scope};
+use crate::profile::{Effective, Fallback, Limit, Profile};
 use crate::report::{Style, escape_control, warn_all};
 use serde::Serialize;
 use std::fmt::Write as _;
@@ -76,7 +76,7 @@ pub fn explain(
     let inv = discover::scan(&ctx.sysfs, Extent::All, Detail::FULL)?;
     let d = inv
         .get(device)
-        .ok_or_else(|| PlanError::NoSuchDevice(device.to_string()))?
+        .ok_or_else(|| plan::no_such_device(&inv, device))?
         .clone();
     let checks: Vec<(&str, Option<Vec<Check>>)> = if d.excluded.is_some() {
         Vec::new()
@@ -277,7 +277,11 @@ fn text(
             dp.timeout_ms.map_or("-".to_string(), |t| format!("{t} ms")),
         );
         for (t, b) in &dp.backend {
-            let _ = writeln!(out, "    {t}: {b}");
+            let knobs = targets
+                .iter()
+                .find(|(n, ..)| n == t)
+                .map(|(_, abi, _)| *abi);
+            let _ = writeln!(out, "    {t}: {b}{}", lease_note(knobs, &eff));
         }
         for a in &dp.auto {
             let _ = writeln!(out, "    auto on {}", a.describe());
@@ -295,6 +299,20 @@ fn text(
     }
     for c in changes {
         let _ = writeln!(out, "would write {}: {} -> {}", c.path, c.before, c.after);
+    }
+}
+
+/// What `blkqos lease` does for a target of this rule's, where the kernel
+/// has no knobs for it: the text after its backend.
+fn lease_note(knobs: Option<Abi>, eff: &Effective) -> String {
+    let held = !matches!(eff.limit, None | Some(Limit::Off));
+    match (knobs, eff.fallback) {
+        (Some(Abi::None), Fallback::None) if held => format!(
+            " (no knobs): `blkqos lease` (blkqos-lease.service) holds its CPUs from user space while the disk has I/O, released {} ms after the last; see blkqos-lease(8)",
+            eff.timeout_ms
+        ),
+        (Some(Abi::None), Fallback::CpuResumeLatency) if held => "; `blkqos lease` leaves it to the static fallback; without the fallback it would hold the CPUs only while the disk has I/O".to_string(),
+        _ => String::new(),
     }
 }
 

@@ -79,7 +79,7 @@ pub fn udev(ctx: &Ctx, env: &Env, profile: &Path) -> Result<u8, Error> {
     match result {
         Ok(partial) => Ok(if partial { EXIT_FAILED } else { 0 }),
         // A disk that is not a candidate (empty, hidden multipath path, RAM disk).
-        Err(Error::Plan(PlanError::NoSuchDevice(_))) => {
+        Err(Error::Plan(PlanError::NoSuchDevice(_) | PlanError::Partition { .. })) => {
             log::debug!("{name}: not a disk blkqos manages; ignored");
             Ok(0)
         }

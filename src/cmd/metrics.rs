@@ -73,21 +73,12 @@ pub fn collect(ctx: &Ctx, profile_path: &Path) -> Result<String, Error> {
             (State::default(), false)
         }
     };
-    let seen = match (
-        crate::lease::published::running(ctx.state.dir()),
-        readable_state,
-    ) {
-        (Some(_), _) => conflicts::LeaseSeen::Running,
-        (None, true) => conflicts::LeaseSeen::NotRunning,
-        (None, false) => conflicts::LeaseSeen::Unknown,
-    };
+    let seen = conflicts::LeaseSeen::of(ctx.state.dir(), readable_state);
     let mut found = conflicts::in_sysfs(&ctx.sysfs, &state, seen);
     // The kinds looked for: a --sysfs tree is not this host, so what only
     // the host shows is not looked at there, and absent rather than 0.
     let mut checked = vec![Kind::IdleStateDisabled, Kind::ResumeLatency];
-    if readable_state {
-        checked.push(Kind::LeaseLeft);
-    }
+    checked.extend(readable_state.then_some(Kind::LeaseLeft));
     let mut unchecked_pids = None;
     if ctx.sysfs.is_live() {
         let host = conflicts::on_host(Path::new("/etc"), Path::new("/usr/lib"), Path::new("/proc"));

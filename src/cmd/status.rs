@@ -155,11 +155,7 @@ pub fn status(ctx: &Ctx, json: bool, out: &mut String) -> Result<u8, Error> {
     }
     // the state directory is root's: another user sees no user-space lease
     let user = published::running(ctx.state.dir());
-    let seen = match (&user, unreadable.is_empty()) {
-        (Some(_), _) => conflicts::LeaseSeen::Running,
-        (None, true) => conflicts::LeaseSeen::NotRunning,
-        (None, false) => conflicts::LeaseSeen::Unknown,
-    };
+    let seen = conflicts::LeaseSeen::of(ctx.state.dir(), unreadable.is_empty());
     let mut found = conflicts::in_sysfs(&ctx.sysfs, &state, seen);
     if ctx.sysfs.is_live() {
         let host = conflicts::on_host(Path::new("/etc"), Path::new("/usr/lib"), Path::new("/proc"));

@@ -77,3 +77,36 @@ pub fn lease_grants(
     warnings.dedup();
     (grants, warnings)
 }
+
+/// A CPU value as `blkqos lease` leaves it: whether the state has the
+/// lease's entry for it, and the value under its hold where it holds it.
+pub struct OnLease<'a> {
+    pub entry: bool,
+    pub held: Option<&'a str>,
+    current: &'a str,
+}
+
+impl OnLease<'_> {
+    /// What to write for `value` to be the CPU's: on a CPU held, the
+    /// stricter of it and the hold, which the lease's lapse ends.
+    pub fn write(&self, value: &str) -> String {
+        match self.held {
+            Some(_) => resume::encode(resume::strictest(
+                resume::decode(value).flatten(),
+                resume::decode(self.current).flatten(),
+            )),
+            None => value.to_string(),
+        }
+    }
+}
+
+pub fn on_lease<'a>(state: &'a crate::state::State, path: &str, current: &'a str) -> OnLease<'a> {
+    let l = state.leases.get(path);
+    OnLease {
+        entry: l.is_some(),
+        held: l
+            .filter(|l| l.original != current && crate::lease::cpuqos::ours(l, current))
+            .map(|l| l.original.as_str()),
+        current,
+    }
+}

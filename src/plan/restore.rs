@@ -20,7 +20,10 @@ pub fn restore(snap: &Snapshot, scope: &Scope, forget_missing: bool) -> Result<P
             && !state.rules.contains_key(*d)
             && !state.saved.values().any(|s| s.owners.contains(*d))
     }) {
-        return Err(PlanError::Unknown(unknown.clone()));
+        return Err(match no_such_device(&snap.inventory, unknown) {
+            e @ PlanError::Partition { .. } => e,
+            _ => PlanError::Unknown(unknown.clone()),
+        });
     }
     let in_scope: Option<BTreeSet<String>> = (!scope.devices.is_empty()).then(|| {
         let mut s: BTreeSet<String> = scope.devices.iter().cloned().collect();

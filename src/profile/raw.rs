@@ -93,55 +93,13 @@ pub(super) fn rule(r: RawRule, origin: Origin) -> Result<Rule, Fail> {
     };
     let mut queue = Vec::new();
     for (attr, value) in r.queue.unwrap_or_default() {
-        if !is_queue_attr_name(&attr) {
-            return Err((
-                value.span(),
-                format!("queue attribute name {attr:?} is not a sysfs attribute name"),
-            ));
-        }
         if attr.starts_with("cpu_lat_") {
             return Err((
                 value.span(),
                 format!("set {attr} in the rule itself, not in [rule.queue]"),
             ));
         }
-        // As the kernel takes it: a queue attribute parses an unsigned
-        // number, or -1 where it has a default to go back to
-        // (wbt_lat_usec, io_poll_delay), or a word (scheduler); blanks
-        // around it or a control character fail at every apply.
-        let text = match value.get_ref() {
-            Value::Integer(i) if *i >= -1 => i.to_string(),
-            Value::Integer(i) => {
-                return Err((
-                    value.span(),
-                    format!(
-                        "queue.{attr}: {i} is below -1; expected a number the kernel takes (0 or more, or -1 for its default)"
-                    ),
-                ));
-            }
-            Value::String(s)
-                if !s.is_empty() && s.trim() == s && !s.chars().any(char::is_control) =>
-            {
-                s.clone()
-            }
-            Value::String(s) if !s.is_empty() && !s.contains('\n') => {
-                return Err((
-                    value.span(),
-                    format!(
-                        "queue.{attr}: {s:?} has blanks around it or a control character; expected the value as the kernel prints it"
-                    ),
-                ));
-            }
-            other => {
-                return Err((
-                    value.span(),
-                    format!(
-                        "queue.{attr}: expected an integer or a one-line string, found {}",
-                        describe(other)
-                    ),
-                ));
-            }
-        };
+        let text = super::queue::value(&attr, &value)?;
         queue.push((attr, text));
     }
     Ok(Rule {
