@@ -246,6 +246,13 @@ pub enum Command {
         /// the tracepoint is not used
         #[arg(long, default_value = "1", value_name = "SECONDS", value_parser = parse_interval)]
         idle_look: Duration,
+        /// I/Os within one timeout a disk whose last hold saw a single
+        /// I/O must show before its CPUs are held again: 2 keeps trickle
+        /// I/O (further apart than the timeout) from holding them at every
+        /// I/O; 1 holds at every first I/O, as the kernel lease does
+        #[arg(long, default_value_t = crate::lease::policy::MIN_IOS, value_name = "N",
+              value_parser = clap::value_parser!(u64).range(1..=1000000))]
+        min_ios: u64,
         /// Put back the values a killed run left, then exit (the unit's
         /// stop step)
         #[arg(long)]

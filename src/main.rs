@@ -137,6 +137,7 @@ fn run(ctx: &Ctx, command: &Command, out: &mut String) -> Result<u8, Error> {
             profile,
             detect,
             idle_look,
+            min_ios,
             put_back,
             unless_kernel_lease,
         } => cmd::lease::lease(
@@ -145,6 +146,7 @@ fn run(ctx: &Ctx, command: &Command, out: &mut String) -> Result<u8, Error> {
                 profile,
                 detect: *detect,
                 idle_look: *idle_look,
+                min_ios: *min_ios,
                 put_back: *put_back,
                 unless_kernel_lease: *unless_kernel_lease,
             },

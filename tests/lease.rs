@@ -53,12 +53,22 @@ fn until(mut ok: impl FnMut() -> bool) -> bool {
 
 /// `blkqos lease` on `profile` through `cmd`, seeing I/O in `stat`.
 fn spawn(mut cmd: Command, profile: &std::path::Path) -> Child {
-    cmd.args(["lease", "--detect", "stat", "--idle-look", "0.1"])
-        .arg(profile)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
+    // every first I/O holds (the kernel's rule): the tests drive one I/O
+    // at a time; the trickle rule has its own test
+    cmd.args([
+        "lease",
+        "--detect",
+        "stat",
+        "--idle-look",
+        "0.1",
+        "--min-ios",
+        "1",
+    ])
+    .arg(profile)
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap()
 }
 
 /// Wait until a run saved the originals of `n` CPUs: it is running.
@@ -136,6 +146,16 @@ fn io_holds_the_cpus_at_the_limit_until_the_timeout_after_the_last_io() {
     let (code, err) = stop(child, libc::SIGTERM);
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("CPUs 0-2 held at 10 us"), "{err}");
+    // what it found and what it put back are said, and the clean stop
+    assert!(
+        err.contains("CPUs 1 have pm_qos_resume_latency_us = 5 (someone else's"),
+        "{err}"
+    );
+    assert!(err.contains("lapse: put back cpu0=0 cpu2=0\n"), "{err}");
+    assert!(
+        err.contains("stopped: every CPU it held is put back"),
+        "{err}"
+    );
     assert!(env.state_json().get("leases").is_none(), "leases dropped");
 }
 
@@ -920,4 +940,43 @@ fn detect_tracepoint_without_tracefs_names_tracefs_and_the_mount_command() {
             ),
         "{err}"
     );
+}
+
+#[test]
+fn trickle_io_holds_the_cpus_once_then_not_at_every_io_and_a_burst_holds_again() {
+    let (env, disk) = env();
+    let p = env.profile("p.toml", PROFILE.replace("300", "100").as_str());
+    let child = env
+        .cmd()
+        .args(["lease", "--detect", "stat", "--idle-look", "0.1"])
+        .arg(&p)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_saved(&env, 3);
+    // the first I/O holds (nothing known of the disk), and that hold
+    // sees no other
+    env.fx.set_stat(&disk, 1, 0);
+    assert!(until(|| values(&env) == ["10", "10", "10"]));
+    assert!(until(|| values(&env) == ["0", "0", "0"]));
+    // one I/O at a time, further apart than the timeout: never held
+    for n in 2..6 {
+        env.fx.set_stat(&disk, n, 0);
+        let end = Instant::now() + Duration::from_millis(300);
+        while Instant::now() < end {
+            assert_eq!(values(&env), ["0", "0", "0"], "I/O {n}");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+    // several I/Os at one look: held
+    env.fx.set_stat(&disk, 20, 0);
+    assert!(
+        until(|| values(&env) == ["10", "10", "10"]),
+        "{:?}",
+        values(&env)
+    );
+    let (code, err) = stop(child, libc::SIGTERM);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(values(&env), ["0", "0", "0"]);
 }

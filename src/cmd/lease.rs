@@ -44,6 +44,8 @@ pub struct Options<'a> {
     pub detect: Detect,
     /// How often `stat` is read while no lease holds (stat detection).
     pub idle_look: Duration,
+    /// I/Os a lapsed disk shows within one timeout before it holds.
+    pub min_ios: u64,
     /// Put back what a killed run left and exit.
     pub put_back: bool,
     /// Only say whether the kernel has its own lease (exit 1) or not (0).
@@ -210,6 +212,8 @@ struct Run<'a> {
     /// go is not held back. Tried again at the next step, without
     /// waiting for the lock.
     unsaved: bool,
+    /// What the lapses put back, said at a bounded rate.
+    lapse_log: LapseLog,
     /// A busy lock or a failed save is logged once, until one succeeds.
     save_failed: bool,
     /// The state directory, checked and resolved: where `lease.json` goes.
@@ -252,7 +256,7 @@ impl<'a> Run<'a> {
             idle_look: opts.idle_look,
             profile_path: opts.profile.to_path_buf(),
             grants: BTreeMap::new(),
-            leases: Leases::default(),
+            leases: Leases::with_min_ios(opts.min_ios),
             qos: CpuQos::default(),
             stat: StatPoll::default(),
             watch,
@@ -262,6 +266,7 @@ impl<'a> Run<'a> {
             publish_failed: false,
             unsaved: false,
             save_failed: false,
+            lapse_log: LapseLog::default(),
             dir: ctx.state.checked_dir()?,
         })
     }
@@ -345,8 +350,11 @@ impl<'a> Run<'a> {
             // a new disk's counters, which the first look compares with,
             // read before the state says the run has started; a request
             // in flight now already counts
-            if fresh && self.stat.had_io(sysfs, d) {
-                self.leases.saw_io(d, now);
+            if fresh {
+                let ios = self.stat.ios(sysfs, d);
+                if ios > 0 {
+                    self.leases.saw_io(d, now, ios);
+                }
             }
             // a disk whose number or online CPUs changed (it came back,
             // a CPU came online) gets new events
@@ -365,12 +373,28 @@ impl<'a> Run<'a> {
             );
         }
         self.grants = grants;
+        let known: BTreeSet<u32> = self.qos.originals().map(|(c, _)| c).collect();
         let (notes, _) = self.qos.adopt(
             sysfs,
             self.grants.values().flat_map(|g| g.cpus.iter().copied()),
         );
         for n in notes {
             log::warn!("{n}");
+        }
+        // someone else's value found: say once which wins, and when
+        let mut theirs: BTreeMap<&str, Vec<u32>> = BTreeMap::new();
+        for (c, v) in self
+            .qos
+            .originals()
+            .filter(|(c, v)| !known.contains(c) && *v != "0")
+        {
+            theirs.entry(v).or_default().push(c);
+        }
+        for (v, cpus) in theirs {
+            log::info!(
+                "CPUs {} have pm_qos_resume_latency_us = {v} (someone else's: an admin's, TuneD's pmqos_resume_latency, CRI-O's): held at the stricter of it and the limit, and {v} is put back at each lapse",
+                crate::idle::format_cpus(&cpus)
+            );
         }
         // not waiting for the lock: the steps try again
         self.unsaved = true;
@@ -436,6 +460,9 @@ impl<'a> Run<'a> {
                 plan.writes.retain(|(_, _, hold)| !hold);
             }
         }
+        if wanted.is_some() {
+            self.lapse_log.note(&plan.writes, Instant::now());
+        }
         for n in self.qos.write(&self.ctx.sysfs, plan.writes) {
             log::warn!("{n}");
         }
@@ -464,7 +491,7 @@ impl<'a> Run<'a> {
         let now = self.now();
         if let Some(w) = &mut self.watch {
             for d in w.fired() {
-                self.leases.saw_io(&d, now);
+                self.leases.saw_io(&d, now, 1);
             }
         }
         let mut looked = Vec::new();
@@ -488,12 +515,13 @@ impl<'a> Run<'a> {
                 Some(w) if w.watches(d) => live,
                 _ => true,
             };
-            if look && self.stat.had_io(sysfs, d) {
-                looked.push(d.clone());
+            let ios = if look { self.stat.ios(sysfs, d) } else { 0 };
+            if ios > 0 {
+                looked.push((d.clone(), ios));
             }
         }
-        for d in looked {
-            self.leases.saw_io(&d, now);
+        for (d, ios) in looked {
+            self.leases.saw_io(&d, now, ios);
         }
         let wanted = self.leases.wanted(now);
         // a renewal that changes nothing takes no lock and reads nothing
@@ -631,7 +659,9 @@ impl<'a> Run<'a> {
             .leases
             .retain(|path, _| still.iter().any(|&c| cpuqos::attr(c) == *path));
         locked.save()?;
-        if !still.is_empty() {
+        if still.is_empty() {
+            log::info!("stopped: every CPU it held is put back");
+        } else {
             log::error!(
                 "CPUs {} could not be put back; kept in the state for `blkqos restore`",
                 crate::idle::format_cpus(&still.into_iter().collect::<Vec<_>>())
@@ -639,6 +669,45 @@ impl<'a> Run<'a> {
             return Ok(crate::error::EXIT_FAILED);
         }
         Ok(0)
+    }
+}
+
+/// The values put back at lapses, logged: the first, then at most once a
+/// minute with the count since. A lapse writes over whatever the CPU
+/// reads, so a value someone else wrote that equals the hold (which the
+/// lease cannot tell from its own) is undone here, and this is where it
+/// shows.
+#[derive(Default)]
+struct LapseLog {
+    said: Option<Instant>,
+    since: u64,
+}
+
+impl LapseLog {
+    const EVERY: Duration = Duration::from_secs(60);
+
+    fn note(&mut self, writes: &[(u32, String, bool)], now: Instant) {
+        let back: Vec<String> = (writes.iter())
+            .filter(|(_, _, hold)| !hold)
+            .map(|(c, v, _)| format!("cpu{c}={v}"))
+            .collect();
+        if back.is_empty() {
+            return;
+        }
+        self.since += 1;
+        if self
+            .said
+            .is_some_and(|t| now.duration_since(t) < Self::EVERY)
+        {
+            return;
+        }
+        let more = match self.since {
+            1 => String::new(),
+            n => format!(" ({n} lapses since the last said)"),
+        };
+        log::info!("lapse: put back {}{more}", back.join(" "));
+        self.said = Some(now);
+        self.since = 0;
     }
 }
 

@@ -57,11 +57,19 @@ impl StatPoll {
     /// flight. An unreadable `stat` (the disk going away) is no I/O, and
     /// the next look compares with the last one read.
     pub fn had_io(&mut self, sysfs: &Sysfs, device: &str) -> bool {
+        self.ios(sysfs, device) > 0
+    }
+
+    /// How many I/Os `device` had since the last look: those completed,
+    /// and those in flight now (a request in flight at two looks counts
+    /// at both: a lower bound would hold later, not wrongly).
+    pub fn ios(&mut self, sysfs: &Sysfs, device: &str) -> u64 {
         let Some(now) = self.read(sysfs, device).and_then(|t| parse(&t)) else {
-            return false;
+            return 0;
         };
         let before = self.last.insert(device.to_string(), now);
-        now.in_flight > 0 || before.is_some_and(|b| b.done != now.done)
+        let done = before.map_or(0, |b| now.done.wrapping_sub(b.done));
+        done.saturating_add(now.in_flight)
     }
 
     /// Forget a device that went.
