@@ -168,6 +168,8 @@ pub fn in_sysfs(sysfs: &Sysfs, state: &State, lease: LeaseSeen) -> Vec<Conflict>
 pub struct HostFindings {
     pub found: Vec<Conflict>,
     pub unchecked_pids: usize,
+    /// The first few of them, to name.
+    pub unchecked: Vec<String>,
 }
 
 /// What the host shows: processes holding /dev/cpu_dma_latency (a global
@@ -176,6 +178,7 @@ pub struct HostFindings {
 pub fn on_host(etc: &Path, lib: &Path, proc: &Path) -> HostFindings {
     let mut found = Vec::new();
     let mut unchecked_pids = 0;
+    let mut unchecked = Vec::new();
     let denied =
         |e: &std::io::Error| matches!(e.raw_os_error(), Some(libc::EACCES) | Some(libc::EPERM));
     for entry in read_dir(proc) {
@@ -187,6 +190,9 @@ pub fn on_host(etc: &Path, lib: &Path, proc: &Path) -> HostFindings {
             Ok(d) => d,
             Err(e) if denied(&e) => {
                 unchecked_pids += 1;
+                if unchecked.len() < 5 {
+                    unchecked.push(pid);
+                }
                 continue;
             }
             // gone meanwhile (ENOENT, ESRCH) or a kernel thread: not a holder
@@ -204,6 +210,9 @@ pub fn on_host(etc: &Path, lib: &Path, proc: &Path) -> HostFindings {
         }
         if refused && !holds {
             unchecked_pids += 1;
+            if unchecked.len() < 5 {
+                unchecked.push(pid.clone());
+            }
         }
         if holds {
             let comm = fs::read_to_string(entry.path().join("comm")).unwrap_or_default();
@@ -258,6 +267,7 @@ pub fn on_host(etc: &Path, lib: &Path, proc: &Path) -> HostFindings {
     HostFindings {
         found,
         unchecked_pids,
+        unchecked,
     }
 }
 

@@ -161,11 +161,23 @@ pub fn status(ctx: &Ctx, json: bool, out: &mut String) -> Result<u8, Error> {
         let host = conflicts::on_host(Path::new("/etc"), Path::new("/usr/lib"), Path::new("/proc"));
         found.extend(host.found);
         if host.unchecked_pids > 0 {
+            // as root the refusal is not a missing capability: a sandbox,
+            // another PID namespace's process or an LSM policy
+            let why = match crate::trust::euid() {
+                0 => "refused even to root (a sandbox, another PID namespace or an LSM policy)",
+                _ => "refused without CAP_SYS_PTRACE (another user's, or with more capabilities)",
+            };
+            let more = host.unchecked_pids.saturating_sub(host.unchecked.len());
             warn.push(format!(
-                "conflict: could not check {} process(es) for /dev/cpu_dma_latency: their \
-                 /proc/PID/fd is refused without CAP_SYS_PTRACE (another user's, or with \
-                 more capabilities); whether they hold it is unknown",
-                host.unchecked_pids
+                "conflict: could not check {} process(es) (pid {}{}) for /dev/cpu_dma_latency: \
+                 their /proc/PID/fd is {why}; whether they hold it is unknown",
+                host.unchecked_pids,
+                host.unchecked.join(", "),
+                if more > 0 {
+                    format!(" and {more} more")
+                } else {
+                    String::new()
+                }
             ));
         }
     }

@@ -164,13 +164,19 @@ pub fn frame(style: Style, header: &str, prev: &Sample, cur: &Sample) -> Vec<Str
                 (Some(a), Some(b)) => (rate(a.reads, b.reads), rate(a.writes, b.writes)),
                 _ => ("-".into(), "-".into()),
             };
-            vec![
-                now.name.clone(),
-                r,
-                w,
-                now.limit.clone(),
-                now.timeout.clone(),
-            ]
+            // a disk without the knobs that blkqos lease holds now
+            let leased = (cur.user.iter())
+                .flat_map(|p| p.cpus.values())
+                .filter(|c| c.disks.contains(&now.name))
+                .filter_map(|c| c.limit_us.map(|l| (l, c.timeout_ms)))
+                .min();
+            let (limit, timeout) = match leased {
+                Some((l, t)) if now.limit.is_empty() || now.limit == "-" => {
+                    (format!("{l} us (lease)"), format!("{t} ms"))
+                }
+                _ => (now.limit.clone(), now.timeout.clone()),
+            };
+            vec![now.name.clone(), r, w, limit, timeout]
         })
         .collect();
     let disks = table(
@@ -539,6 +545,13 @@ mod tests {
             detect: "tracepoint".into(),
             cpus: [(0, cpu(Some(10))), (1, cpu(None))].into(),
         });
+        s.user
+            .as_mut()
+            .expect("set")
+            .cpus
+            .get_mut(&0)
+            .expect("cpu0")
+            .disks = vec!["nvme0n1".into()];
         let text = frame(ctx.style, "h", &s, &s).join("\n");
         let row = |c: &str| {
             text.lines()
@@ -549,6 +562,12 @@ mod tests {
         assert!(row("cpu0").ends_with("held 10 us (blkqos lease)"), "{text}");
         assert!(row("cpu1").ends_with("none (blkqos lease)"), "{text}");
         assert!(row("cpu2").ends_with(" -"), "{text}");
+        // the disk it holds shows the lease's limit and timeout, not "-"
+        let disk = row("nvme0n1");
+        assert!(
+            disk.contains("10 us (lease)") && disk.ends_with("3 ms"),
+            "{text}"
+        );
     }
 
     #[test]
