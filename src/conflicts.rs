@@ -107,12 +107,11 @@ pub fn in_sysfs(sysfs: &Sysfs, state: &State, lease: LeaseSeen) -> Vec<Conflict>
             (state.leases.get(&path))
                 .is_some_and(|s| v != s.original && crate::lease::cpuqos::ours(s, v))
         };
-        let Some(v) = sysfs
-            .attr(&path)
-            .filter(|v| v != "0" && !state.saved.contains_key(&path))
-        else {
+        let Some(v) = sysfs.attr(&path).filter(|v| v != "0") else {
             continue;
         };
+        // before apply's own values: a dead lease's hold over one of
+        // them is flagged too
         if leased(&v) {
             if lease == LeaseSeen::NotRunning
                 && let Some(s) = state.leases.get(&path)
@@ -127,6 +126,9 @@ pub fn in_sysfs(sysfs: &Sysfs, state: &State, lease: LeaseSeen) -> Vec<Conflict>
                     ),
                 ));
             }
+            continue;
+        }
+        if state.saved.contains_key(&path) {
             continue;
         }
         let whose = match lease {

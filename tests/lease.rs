@@ -980,3 +980,86 @@ fn trickle_io_holds_the_cpus_once_then_not_at_every_io_and_a_burst_holds_again()
     assert_eq!(code, 0, "{err}");
     assert_eq!(values(&env), ["0", "0", "0"]);
 }
+
+/// I/O on `disk` every 100 ms (within the 300 ms timeout), `values` as
+/// `want` throughout.
+fn held_through_io(env: &Env, disk: &str, from: u64, want: [&str; 3]) {
+    for n in from..from + 5 {
+        env.fx.set_stat(disk, n, 0);
+        std::thread::sleep(Duration::from_millis(100));
+        assert_eq!(values(env), want, "I/O {n}");
+    }
+}
+
+#[test]
+fn apply_of_the_hold_then_a_looser_one_keeps_the_hold_until_the_lapse() {
+    let (env, disk) = env();
+    let p = env.profile("p.toml", PROFILE);
+    let child = start_held(&env, &disk, &p);
+    for limit in [10, 50] {
+        let r = env.run(&["apply", static_profile(&env, limit).to_str().unwrap()]);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        held_through_io(&env, &disk, 10 * u64::from(limit), ["10", "10", "10"]);
+    }
+    // the lapse puts back apply's 50
+    assert!(
+        until(|| values(&env) == ["50", "50", "50"]),
+        "{:?}",
+        values(&env)
+    );
+    let (code, err) = stop(child, libc::SIGTERM);
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("someone else's"), "{err}");
+    assert_eq!(env.run(&["restore"]).code, 0);
+    assert_eq!(values(&env), ["0", "0", "0"]);
+}
+
+#[test]
+fn restore_while_held_over_apply_of_the_same_value_keeps_the_hold_until_the_lapse() {
+    let (env, disk) = env();
+    assert_eq!(
+        env.run(&["apply", static_profile(&env, 10).to_str().unwrap()])
+            .code,
+        0
+    );
+    let p = env.profile("p.toml", PROFILE);
+    let child = start(&env, &p);
+    env.fx.set_stat(&disk, 1, 0);
+    std::thread::sleep(Duration::from_millis(200));
+    let r = env.run(&["restore"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    held_through_io(&env, &disk, 2, ["10", "10", "10"]);
+    assert!(
+        until(|| values(&env) == ["0", "0", "0"]),
+        "{:?}",
+        values(&env)
+    );
+    let (code, err) = stop(child, libc::SIGTERM);
+    assert_eq!(code, 0, "{err}");
+}
+
+#[test]
+fn a_killed_leases_hold_is_flagged_over_apply_and_apply_takes_it_over() {
+    let (env, disk) = env();
+    let s = static_profile(&env, 50);
+    assert_eq!(env.run(&["apply", s.to_str().unwrap()]).code, 0);
+    let p = env.profile("p.toml", PROFILE.replace("300", "60000").as_str());
+    let child = start_held(&env, &disk, &p);
+    stop(child, libc::SIGKILL);
+    // its 10 over apply's 50 is flagged
+    let r = env.run(&["status"]);
+    assert_eq!(
+        r.stderr.matches("left by a blkqos lease").count(),
+        3,
+        "{}",
+        r.stderr
+    );
+    // apply takes the CPUs over: no dead hold is kept
+    let r = env.run(&["apply", s.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(values(&env), ["50", "50", "50"]);
+    let r = env.run(&["status"]);
+    assert!(!r.stderr.contains("left by a blkqos lease"), "{}", r.stderr);
+    assert_eq!(env.run(&["restore"]).code, 0);
+    assert_eq!(values(&env), ["0", "0", "0"]);
+}

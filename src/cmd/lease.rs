@@ -398,7 +398,8 @@ impl<'a> Run<'a> {
         }
         // not waiting for the lock: the steps try again
         self.unsaved = true;
-        self.sync(None);
+        let now = self.now();
+        self.sync(None, now);
         Ok(())
     }
 
@@ -432,7 +433,7 @@ impl<'a> Run<'a> {
     /// by a write planned from a value read before it. False when the
     /// lock was busy or the state could not be saved: nothing that holds
     /// was written, and the caller tries again soon.
-    fn sync(&mut self, wanted: Option<&BTreeMap<u32, u64>>) -> bool {
+    fn sync(&mut self, wanted: Option<&BTreeMap<u32, u64>>, now: Duration) -> bool {
         let sysfs = &self.ctx.sysfs;
         let mut locked = match self.ctx.state.lock_now() {
             Ok(l) => l,
@@ -466,6 +467,10 @@ impl<'a> Run<'a> {
         for n in self.qos.write(&self.ctx.sysfs, plan.writes) {
             log::warn!("{n}");
         }
+        // published before the lock is let go: apply and restore read
+        // what the lease holds from it, under the same lock
+        self.publish(now);
+        drop(locked);
         if saved {
             self.save_failed = false;
             self.unsaved = false;
@@ -525,7 +530,7 @@ impl<'a> Run<'a> {
         }
         let wanted = self.leases.wanted(now);
         // a renewal that changes nothing takes no lock and reads nothing
-        let retry = (self.qos.needs(&wanted) || self.unsaved) && !self.sync(Some(&wanted));
+        let retry = (self.qos.needs(&wanted) || self.unsaved) && !self.sync(Some(&wanted), now);
         self.publish(now);
         let mut look: Option<Duration> = None;
         let mut shorter = |d: Duration| look = Some(look.map_or(d, |l| l.min(d)));

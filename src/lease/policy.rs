@@ -77,18 +77,27 @@ impl Leases {
 
     /// Take a device's grant, or a changed one (profile reload, hotplug).
     /// A lease in force keeps its deadline, cut to the new timeout.
+    /// What the device showed before (a lapsed lease, I/Os counted
+    /// towards the next hold, the last hold's I/Os) is kept: a rescan
+    /// (SIGHUP, any block or cpu uevent) must not let trickle I/O hold.
     pub fn set(&mut self, device: &str, grant: Grant, now: Instant) {
-        let until = self.devices.get(device).and_then(|h| h.until);
-        let until = until
-            .filter(|&u| u > now)
-            .map(|u| u.min(now + grant.timeout));
+        let before = self.devices.get(device);
+        let until = (before.and_then(|h| h.until)).map(|u| {
+            if u > now {
+                u.min(now + grant.timeout)
+            } else {
+                u
+            }
+        });
+        let pending = before.and_then(|h| h.pending);
+        let held_ios = before.map_or(0, |h| h.held_ios);
         self.devices.insert(
             device.to_string(),
             Held {
                 grant,
                 until,
-                pending: None,
-                held_ios: 0,
+                pending,
+                held_ios,
             },
         );
     }
@@ -243,6 +252,13 @@ mod tests {
         assert_eq!(wanted(&l, 60), [], "after a hold of one I/O");
         l.saw_io("sda", ms(70), 5);
         assert_eq!(wanted(&l, 70), [(0, 10)]);
+        // a rescan (the same grant set again) keeps what was seen
+        l.saw_io("sda", ms(80), 1);
+        assert!(l.live("sda", ms(80)));
+        assert_eq!(wanted(&l, 100), []);
+        l.set("sda", grant(10, 3, &[0]), ms(100));
+        l.saw_io("sda", ms(101), 1);
+        assert_eq!(wanted(&l, 101), [], "trickle after a rescan");
         // min_ios 1 is the kernel's rule: every first I/O holds
         let mut k = Leases::with_min_ios(1);
         k.set("sda", grant(10, 3, &[0]), ms(0));

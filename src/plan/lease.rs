@@ -79,21 +79,25 @@ pub fn lease_grants(
 }
 
 /// A CPU value as `blkqos lease` leaves it: whether the state has the
-/// lease's entry for it, and the value under its hold where it holds it.
+/// lease's entry for it, and, where a running lease holds it now (its
+/// lease.json, read under the state lock), the value under the hold and
+/// the hold. A lease that no longer runs holds nothing: what it left is
+/// taken over.
 pub struct OnLease<'a> {
     pub entry: bool,
+    /// The value under the hold, where the CPU is held.
     pub held: Option<&'a str>,
-    current: &'a str,
+    hold: Option<&'a str>,
 }
 
 impl OnLease<'_> {
     /// What to write for `value` to be the CPU's: on a CPU held, the
     /// stricter of it and the hold, which the lease's lapse ends.
     pub fn write(&self, value: &str) -> String {
-        match self.held {
-            Some(_) => resume::encode(resume::strictest(
+        match self.hold {
+            Some(h) => resume::encode(resume::strictest(
                 resume::decode(value).flatten(),
-                resume::decode(self.current).flatten(),
+                resume::decode(h).flatten(),
             )),
             None => value.to_string(),
         }
@@ -102,11 +106,10 @@ impl OnLease<'_> {
 
 pub fn on_lease<'a>(state: &'a crate::state::State, path: &str, current: &'a str) -> OnLease<'a> {
     let l = state.leases.get(path);
+    let hold = state.held.get(path).map(String::as_str);
     OnLease {
         entry: l.is_some(),
-        held: l
-            .filter(|l| l.original != current && crate::lease::cpuqos::ours(l, current))
-            .map(|l| l.original.as_str()),
-        current,
+        held: hold.map(|_| l.map_or(current, |l| l.original.as_str())),
+        hold,
     }
 }
