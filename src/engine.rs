@@ -109,6 +109,7 @@ impl Engine<'_> {
             .state
             .lock()
             .map_err(|e| failed(needs_root(job, e), None))?;
+        locked.state.held = lease_holds(self.state.dir());
         let before = locked.state.saved.len();
         let disks = locked.state.disks.clone();
         let replaced = forget_replaced(self.sysfs, &mut locked.state, self.forgets(job))
@@ -191,7 +192,10 @@ impl Engine<'_> {
     /// "ok" over values it would have shown wrong.
     pub fn read_state(&self, left_out: &str) -> Result<(State, Vec<Unreadable>), StateError> {
         match self.state.read() {
-            Ok(state) => Ok((state, Vec::new())),
+            Ok(mut state) => {
+                state.held = lease_holds(self.state.dir());
+                Ok((state, Vec::new()))
+            }
             Err(StateError::Io { path, source })
                 if source.kind() == std::io::ErrorKind::PermissionDenied =>
             {
@@ -453,4 +457,22 @@ fn plan_for(job: &Job, snap: &Snapshot, scope: &Scope) -> Result<Plan, Error> {
     warnings.append(&mut plan.warnings);
     plan.warnings = warnings;
     Ok(plan)
+}
+
+/// What a running `blkqos lease` on the state directory `dir` holds now,
+/// per CPU attribute. The lease publishes under the state lock, so a run
+/// holding the lock reads what the CPUs have.
+fn lease_holds(dir: &std::path::Path) -> std::collections::BTreeMap<String, String> {
+    let Some(p) = crate::lease::published::running(dir) else {
+        return Default::default();
+    };
+    (p.cpus.into_iter())
+        .filter_map(|(cpu, c)| {
+            let held = c.limit_us?;
+            Some((
+                crate::lease::cpuqos::attr(cpu),
+                crate::abi::resume::encode(Some(held)),
+            ))
+        })
+        .collect()
 }

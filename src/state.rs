@@ -76,7 +76,8 @@ pub struct State {
     pub distrusted: usize,
     /// CPU attribute path -> the value a running `blkqos lease` holds
     /// there now (from its lease.json, read with the state): what `apply`
-    /// and `restore` must not loosen until the lease's lapse.
+    /// and `restore` must not loosen until the lease's lapse (filled in
+    /// by the engine).
     #[serde(skip)]
     pub held: BTreeMap<String, String>,
 }
@@ -232,8 +233,7 @@ impl StateDir {
             .and_then(|()| lock.write_all_at(pid.as_bytes(), 0))
             .map_err(io_err(&lock_path))?;
         remove_stale_temporaries(&dir);
-        let mut state = read_state(&dir.join(STATE_FILE))?;
-        state.held = lease_holds(&dir);
+        let state = read_state(&dir.join(STATE_FILE))?;
         Ok(Locked {
             _lock: lock,
             dir,
@@ -402,34 +402,13 @@ impl StateDir {
     /// not need the lock: the file is only ever replaced whole.
     pub fn read(&self) -> Result<State, StateError> {
         match self.trusted_dir(false) {
-            Ok(dir) => read_state(&dir.join(STATE_FILE)).map(|mut s| {
-                s.held = lease_holds(&dir);
-                s
-            }),
+            Ok(dir) => read_state(&dir.join(STATE_FILE)),
             Err(StateError::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => {
                 Ok(State::default())
             }
             Err(e) => Err(e),
         }
     }
-}
-
-/// What a running `blkqos lease` on `dir` holds now, per CPU attribute.
-/// The lease publishes under the state lock, so a run holding the lock
-/// reads what the CPUs have.
-fn lease_holds(dir: &Path) -> BTreeMap<String, String> {
-    let Some(p) = crate::lease::published::running(dir) else {
-        return BTreeMap::new();
-    };
-    (p.cpus.into_iter())
-        .filter_map(|(cpu, c)| {
-            let held = c.limit_us?;
-            Some((
-                crate::lease::cpuqos::attr(cpu),
-                crate::abi::resume::encode(Some(held)),
-            ))
-        })
-        .collect()
 }
 
 /// Read and check a state file; none is an empty state.
