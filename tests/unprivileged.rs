@@ -68,6 +68,18 @@ fn read_only_commands_work_unprivileged_and_name_what_they_could_not_read() {
     assert_eq!(r.code, 0, "status: {}", r.stderr);
     r.assert_stderr_has("state.json");
     assert!(r.stdout.contains("nvme0n1"), "{}", r.stdout);
+    // a CPU value the user cannot tell from a running lease's is not
+    // called someone else's (issue 39 item 14)
+    env.fx.put(
+        "devices/system/cpu/cpu1/power/pm_qos_resume_latency_us",
+        "10",
+    );
+    let r = as_nobody(&["status"]);
+    r.assert_stderr_has("was set outside blkqos or by a running blkqos lease");
+    env.fx.put(
+        "devices/system/cpu/cpu1/power/pm_qos_resume_latency_us",
+        "0",
+    );
 
     let r = as_nobody(&["verify", p, "--json"]);
     assert_eq!(r.code, 0, "verify: live values match: {}", r.stderr);
