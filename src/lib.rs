@@ -19,6 +19,7 @@ pub mod matcher;
 pub mod metrics;
 pub mod parallel;
 pub mod plan;
+pub mod probe;
 pub mod profile;
 pub mod report;
 pub mod snapshot;
