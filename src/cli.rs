@@ -261,6 +261,41 @@ pub enum Command {
         /// queue knobs); 0 when it has none: the unit's ExecCondition
         #[arg(long, conflicts_with = "put_back")]
         unless_kernel_lease: bool,
+        /// Stop (putting the CPUs back) when process PID, which started
+        /// this one, ends: `blkqos probe`'s child
+        #[arg(long, hide = true, value_name = "PID")]
+        with_parent: Option<u32>,
+    },
+    /// Measure what the lease buys here: 4 KiB random O_DIRECT reads at
+    /// QD1 and in bursts under the machine as found (deep), the CPUs held
+    /// at C1, and the lease at each limit, interleaved, each twice a
+    /// round; prints the loosest limit as good as C1 as a profile rule.
+    /// Reads only; puts back every value it writes
+    Probe {
+        /// Disks (names or /dev paths) or large regular files on them;
+        /// without any, each disk the profile's rules match
+        devices: Vec<String>,
+        /// The profile whose rules name the disks when none is given
+        #[arg(long, default_value = DEFAULT_PROFILE)]
+        profile: PathBuf,
+        /// Seconds the measurement takes in all (at least 5 rounds)
+        #[arg(long, default_value = "60", value_name = "SECONDS", value_parser = parse_duration_probe)]
+        duration: Duration,
+        /// The lease's limits to try, in us: "auto" is the profile's auto
+        #[arg(long, value_delimiter = ',', default_value = "auto,0", value_name = "LIMIT,...", value_parser = parse_probe_limit)]
+        limits: Vec<Option<u64>>,
+        /// The lease's timeout in ms (the profile's default)
+        #[arg(long, default_value_t = crate::abi::knobs::TIMEOUT_DEFAULT_MS, value_name = "MS",
+              value_parser = clap::value_parser!(u64).range(1..=60000))]
+        timeout: u64,
+        /// Print one JSON document (schemas/probe.schema.json)
+        #[arg(long)]
+        json: bool,
+        /// Write the plot (p99 latency against deep residency) as SVG
+        #[arg(long, value_name = "FILE.svg")]
+        plot: Option<PathBuf>,
+        #[command(flatten)]
+        no_lock: NoLock,
     },
     /// Live view: per disk IOPS and the limit in force, per CPU the share of
     /// time in each idle state and the lease, disks and CPUs scanned again
@@ -298,9 +333,9 @@ impl Command {
     }
 
     /// Every subcommand's name.
-    pub const NAMES: [&'static str; 12] = [
+    pub const NAMES: [&'static str; 13] = [
         "list", "check", "apply", "verify", "restore", "status", "explain", "udev", "coldplug",
-        "metrics", "lease", "top",
+        "metrics", "lease", "probe", "top",
     ];
 
     /// The subcommand's name, as typed.
@@ -317,8 +352,35 @@ impl Command {
             Command::Coldplug { .. } => "coldplug",
             Command::Metrics { .. } => "metrics",
             Command::Lease { .. } => "lease",
+            Command::Probe { .. } => "probe",
             Command::Top { .. } => "top",
         }
+    }
+}
+
+/// The probe's duration: 1 s to a day.
+fn parse_duration_probe(s: &str) -> Result<Duration, String> {
+    parse_seconds(s)
+        .ok()
+        .filter(|d| d.as_secs_f64() >= 1.0)
+        .ok_or_else(|| format!("expected seconds from 1 to 86400, found {s:?}"))
+}
+
+/// One of the probe's limits: "auto" (None) or microseconds.
+fn parse_probe_limit(s: &str) -> Result<Option<u64>, String> {
+    match s.trim() {
+        "auto" => Ok(None),
+        t => t
+            .parse::<u64>()
+            .ok()
+            .filter(|v| *v <= crate::abi::knobs::LIMIT_MAX_US)
+            .map(Some)
+            .ok_or_else(|| {
+                format!(
+                    "expected \"auto\" or microseconds from 0 to {}, found {s:?}",
+                    crate::abi::knobs::LIMIT_MAX_US
+                )
+            }),
     }
 }
 

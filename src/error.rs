@@ -45,6 +45,8 @@ pub enum Error {
     },
     #[error("{0}")]
     Usage(String),
+    #[error(transparent)]
+    Probe(#[from] crate::probe::ProbeError),
     #[error("{}: cannot write the metrics: {source}", path.display())]
     Output {
         path: PathBuf,
@@ -106,6 +108,10 @@ impl Error {
             Error::NotSysfs(_) => "not-sysfs",
             Error::NeedsRoot { .. } => "needs-root",
             Error::Usage(_) => "usage",
+            Error::Probe(crate::probe::ProbeError::Refused(_)) => "probe-refused",
+            Error::Probe(crate::probe::ProbeError::Failed(_)) => "probe-failed",
+            Error::Probe(crate::probe::ProbeError::State(StateError::Busy { .. })) => "lock-busy",
+            Error::Probe(crate::probe::ProbeError::State(_)) => "state",
             Error::Output { .. } => "write-failed",
             Error::Scan(_) | Error::Terminal(_) => "internal",
         }
@@ -141,7 +147,10 @@ impl Error {
     pub fn exit_code(&self) -> u8 {
         match self {
             Error::State(StateError::Busy { .. })
-            | Error::Write(WriteError::State(StateError::Busy { .. })) => EXIT_BUSY,
+            | Error::Write(WriteError::State(StateError::Busy { .. }))
+            | Error::Probe(crate::probe::ProbeError::State(StateError::Busy { .. })) => EXIT_BUSY,
+            Error::Probe(crate::probe::ProbeError::Refused(_)) => EXIT_USAGE,
+            Error::Probe(_) => EXIT_FAILED,
             Error::Profile(_)
             | Error::Usage(_)
             | Error::NotSysfs(_)

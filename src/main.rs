@@ -140,6 +140,7 @@ fn run(ctx: &Ctx, command: &Command, out: &mut String) -> Result<u8, Error> {
             min_ios,
             put_back,
             unless_kernel_lease,
+            with_parent,
         } => cmd::lease::lease(
             ctx,
             &cmd::lease::Options {
@@ -149,7 +150,30 @@ fn run(ctx: &Ctx, command: &Command, out: &mut String) -> Result<u8, Error> {
                 min_ios: *min_ios,
                 put_back: *put_back,
                 unless_kernel_lease: *unless_kernel_lease,
+                with_parent: *with_parent,
             },
+        ),
+        Command::Probe {
+            devices,
+            profile,
+            duration,
+            limits,
+            timeout,
+            json,
+            plot,
+            ..
+        } => cmd::probe::probe(
+            ctx,
+            &cmd::probe::Options {
+                devices,
+                profile,
+                duration: *duration,
+                limits,
+                timeout_ms: *timeout,
+                json: *json,
+                plot: plot.as_deref(),
+            },
+            out,
         ),
         Command::Top { interval, .. } => cmd::top::top(ctx, *interval),
     }
@@ -171,5 +195,6 @@ fn wants_json(c: &Command) -> Option<bool> {
         | Command::Metrics { .. }
         | Command::Lease { .. }
         | Command::Top { .. } => None,
+        Command::Probe { json, .. } => json.then_some(false),
     }
 }

@@ -52,6 +52,8 @@ pub struct Options<'a> {
     pub put_back: bool,
     /// Only say whether the kernel has its own lease (exit 1) or not (0).
     pub unless_kernel_lease: bool,
+    /// The process that started this one: its end stops this one.
+    pub with_parent: Option<u32>,
 }
 
 /// Whether the kernel has the lease of the series: its cpuidle attribute
@@ -83,6 +85,18 @@ pub fn lease(ctx: &Ctx, opts: &Options) -> Result<u8, Error> {
             return Ok(1);
         }
         return Ok(0);
+    }
+    if let Some(parent) = opts.with_parent {
+        // a SIGTERM at the parent's death, handled as any other: the CPUs
+        // go back; a parent already gone is not waited for
+        rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::TERM))
+            .map_err(|e| Error::Usage(format!("cannot follow process {parent}: {e}")))?;
+        let ppid = rustix::process::getppid().map(|p| p.as_raw_nonzero().get() as u32);
+        if ppid != Some(parent) {
+            return Err(Error::Usage(format!(
+                "process {parent}, which started this lease, is gone"
+            )));
+        }
     }
     // one lease at a time, and no put-back of a running one's CPUs
     let Some(_lease_lock) = ctx.state.try_lease_lock()? else {

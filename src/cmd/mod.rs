@@ -10,6 +10,7 @@ pub mod hotplug;
 pub mod lease;
 pub mod list;
 pub mod metrics;
+pub mod probe;
 pub mod restore;
 pub mod status;
 pub mod top;
