@@ -30,16 +30,16 @@ pub fn escape(s: &str) -> String {
     out
 }
 
-/// A round tick step giving about `ticks` ticks over `range`.
-fn step(range: f64, ticks: f64) -> f64 {
-    let raw = (range / ticks).max(f64::MIN_POSITIVE);
+/// The smallest round step (1, 2 or 5 times a power of ten) that cuts
+/// `max` into at most `ticks` + 1 intervals.
+fn step(max: f64, ticks: f64) -> f64 {
+    let raw = (max / ticks).max(f64::MIN_POSITIVE);
     let mag = 10f64.powf(raw.log10().floor());
-    let norm = raw / mag;
-    let nice = [1.0, 2.0, 5.0, 10.0]
+    [1.0, 2.0, 5.0, 10.0]
         .into_iter()
-        .find(|&n| n >= norm)
-        .unwrap_or(10.0);
-    nice * mag
+        .map(|n| n * mag)
+        .find(|s| max / s <= ticks + 1.0 + 1e-9)
+        .unwrap_or(10.0 * mag)
 }
 
 /// The axis from 0 to a multiple of its step at or above `max`.
@@ -223,5 +223,79 @@ fn tick(v: f64, step: f64) -> String {
         format!("{v:.0}")
     } else {
         format!("{v:.1}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::probe::analyze::analyze;
+    use crate::probe::probe_runs::{PLAN, icelake};
+
+    /// Balanced tags and the names of the elements opened, in order.
+    fn elements(svg: &str) -> Vec<String> {
+        let mut open: Vec<String> = Vec::new();
+        let mut seen = Vec::new();
+        let mut rest = svg;
+        while let Some(i) = rest.find('<') {
+            let end = rest[i..].find('>').expect("a tag ends") + i;
+            let tag = &rest[i + 1..end];
+            assert!(!tag.contains('<'), "{tag}");
+            if let Some(name) = tag.strip_prefix('/') {
+                assert_eq!(open.pop().as_deref(), Some(name), "closes what it opened");
+            } else {
+                let name: String = tag.chars().take_while(|c| c.is_alphanumeric()).collect();
+                seen.push(name.clone());
+                if !tag.ends_with('/') {
+                    open.push(name);
+                }
+            }
+            rest = &rest[end + 1..];
+        }
+        assert!(open.is_empty(), "left open: {open:?}");
+        seen
+    }
+
+    #[test]
+    fn the_plot_is_well_formed_with_every_configuration() {
+        let m = icelake();
+        let a = analyze(&m.configs, &m.table, &m.record(PLAN));
+        let s = svg(&a, "nvme0n1 <Ice Lake> & co");
+        let names = elements(&s);
+        assert_eq!(names[0], "svg");
+        assert_eq!(names.iter().filter(|n| *n == "g").count(), a.configs.len());
+        for c in &a.configs {
+            assert!(
+                s.contains(&format!(">{}</text>", escape(&c.label))),
+                "{}",
+                c.label
+            );
+        }
+        assert!(s.contains("nvme0n1 &lt;Ice Lake&gt; &amp; co"));
+        assert!(s.contains("deeper than C1") && s.contains("(us)"));
+        // every number in an attribute is finite, and on the canvas
+        for attr in s
+            .split('"')
+            .skip(1)
+            .step_by(2)
+            .filter(|a| !a.starts_with("http"))
+        {
+            for n in attr.split(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-')) {
+                if let Ok(v) = n.parse::<f64>() {
+                    assert!(v.is_finite() && (-100.0..=W.max(H)).contains(&v), "{attr}");
+                }
+            }
+        }
+        // the C6 configurations' first reads are the highest squares
+        assert!(s.matches("<rect x=").count() >= a.configs.len() + 1);
+    }
+
+    #[test]
+    fn axes_step_in_round_numbers() {
+        assert_eq!(axis(104.0 * 1.05), (20.0, 120.0));
+        assert_eq!(axis(45.7), (10.0, 50.0));
+        assert_eq!(axis(0.0), (0.2, 1.0));
+        assert_eq!(axis(f64::NAN), (0.2, 1.0));
+        assert_eq!(escape("a\u{1b}<'"), "a?&lt;&apos;");
     }
 }

@@ -147,3 +147,66 @@ fn glob_literal(s: &str) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile::{Limit, Profile};
+    use std::path::Path;
+
+    fn limit(us: u64) -> Answer {
+        Answer::Limit {
+            limit_us: us,
+            label: format!("lease@{us}"),
+            p99_ratio: ONE,
+            first_ratio: None,
+        }
+    }
+
+    #[test]
+    fn the_snippet_is_a_rule_the_profile_parser_takes() {
+        let text = rule_snippet("nvme0n1", &limit(4), 3).unwrap();
+        let p = Profile::parse(Path::new("probe.toml"), &text)
+            .unwrap_or_else(|e| panic!("{e}\n{text}"));
+        let rule = &p.rules[0];
+        assert_eq!(rule.name, "probe-nvme0n1");
+        let eff = p.effective(rule);
+        assert!(matches!(eff.limit, Some(Limit::Us(4))), "{eff:?}");
+        assert_eq!(eff.timeout_ms, 3);
+        assert!(text.contains("match = { name = \"nvme0n1\" }"), "{text}");
+        let zero = rule_snippet("sda", &limit(0), 60000).unwrap();
+        let p = Profile::parse(Path::new("probe.toml"), &zero).unwrap();
+        assert!(matches!(p.effective(&p.rules[0]).limit, Some(Limit::Us(0))));
+        assert_eq!(p.effective(&p.rules[0]).timeout_ms, 60000);
+    }
+
+    #[test]
+    fn only_a_limit_has_a_snippet() {
+        for a in [
+            Answer::NothingToBuy { why: "x".into() },
+            Answer::TooNoisy { spread_pct: 9.0 },
+            Answer::NoLimitReaches {
+                strictest_tried: Some(0),
+            },
+        ] {
+            assert_eq!(rule_snippet("nvme0n1", &a, 3), None);
+        }
+    }
+
+    #[test]
+    fn an_odd_disk_name_is_matched_literally() {
+        let name = "!md*[0]\"{a,b}";
+        let text = rule_snippet(name, &limit(2), 3).unwrap();
+        Profile::parse(Path::new("probe.toml"), &text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        let table: toml::Table = text.parse().unwrap();
+        let rule = &table["rule"].as_array().unwrap()[0];
+        let glob = rule["match"]["name"].as_str().unwrap();
+        let m = globset::Glob::new(glob).unwrap().compile_matcher();
+        assert!(m.is_match(name), "{glob}");
+        assert!(!m.is_match("md0"), "{glob}");
+        assert_eq!(
+            rule["name"].as_str(),
+            Some(format!("probe-{name}").as_str())
+        );
+    }
+}
