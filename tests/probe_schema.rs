@@ -2,7 +2,9 @@
 //! schemas/probe.schema.json: the envelope, a probed disk and a real
 //! analysis of recorded-shape runs (the command itself is elsewhere).
 
+// the unit tests use every machine, this test two of them
 #[path = "support/probe_runs.rs"]
+#[allow(dead_code)]
 mod probe_runs;
 
 use blkqos::probe::analyze;
