@@ -47,8 +47,7 @@ fn env(driver: Option<&str>) -> (Env, PathBuf, String) {
     }
     let file = data_file(&env);
     let dev = std::fs::metadata(&file).unwrap().dev();
-    // SAFETY: major() and minor() only do arithmetic on the number.
-    let (ma, mi) = unsafe { (libc::major(dev), libc::minor(dev)) };
+    let (ma, mi) = (libc::major(dev), libc::minor(dev));
     let dir = env.fx.dir_of(&disk);
     env.fx.link(&format!("dev/block/{ma}:{mi}"), &dir);
     (env, file, disk)

@@ -138,7 +138,7 @@ fn probe_one(
 ) -> Result<Probed, Error> {
     let inv = discover::scan(
         &ctx.sysfs,
-        Extent::Around(&[t.disk.clone()]),
+        Extent::Around(std::slice::from_ref(&t.disk)),
         Detail::for_profile(None),
     )?;
     let dev = inv
@@ -408,6 +408,16 @@ fn human(p: &Probed, out: &mut String) {
     }
     if let Some(rule) = &p.rule {
         let _ = writeln!(out, "\nThe rule to paste into the profile:\n\n{rule}");
+        let polls = p
+            .analysis
+            .as_ref()
+            .is_some_and(|a| matches!(a.answer, crate::probe::Answer::Limit { limit_us: 0, .. }));
+        if polls && p.machine.virtualized.is_some() {
+            let _ = writeln!(
+                out,
+                "On a guest, the profile kvm-guest.toml (/usr/share/doc/blkqos/profiles/) holds this for every virtio and NVMe disk; docs/probe.md says what the polling costs the host."
+            );
+        }
     }
 }
 
