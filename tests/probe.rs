@@ -75,6 +75,18 @@ fn io_ticker(env: &Env, disk: &str) -> (Arc<AtomicBool>, std::thread::JoinHandle
     (on, h)
 }
 
+/// The run printed a document valid against schemas/probe.schema.json.
+fn valid(doc: &serde_json::Value) {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/schemas/probe.schema.json");
+    let schema: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let v = jsonschema::draft202012::new(&schema).unwrap();
+    let bad: Vec<String> = (v.iter_errors(doc))
+        .map(|e| format!("{e} at {}", e.instance_path()))
+        .collect();
+    assert!(bad.is_empty(), "{bad:#?}\n{doc:#}");
+}
+
 fn values(env: &Env) -> Vec<String> {
     (0..2).map(|c| env.get(&resume(c))).collect()
 }
@@ -105,6 +117,7 @@ fn a_probe_measures_every_configuration_and_leaves_every_value_as_found() {
     let _ = std::fs::remove_file(&file);
     assert_eq!(r.code, 0, "{}", r.stderr);
     let doc = r.json();
+    valid(&doc);
     let d = &doc["devices"][0];
     assert_eq!(d["name"], "vda");
     assert_eq!(d["kernel_knobs"], false);
@@ -153,6 +166,7 @@ fn what_is_not_a_block_device_or_a_regular_file_is_refused() {
     let r = env.run(&["probe", "/dev/null", "--json"]);
     assert_eq!(r.code, 2, "{}", r.stderr);
     let doc = r.json();
+    valid(&doc);
     assert_eq!(doc["failure"]["kind"], "probe-refused");
     assert!(
         doc["error"]
