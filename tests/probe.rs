@@ -181,6 +181,20 @@ fn what_is_not_a_block_device_or_a_regular_file_is_refused() {
 }
 
 #[test]
+fn reads_from_a_cpu_that_does_not_serve_the_disk_are_refused_before_any_write() {
+    if !common::is_root("the probe runs as root") {
+        return;
+    }
+    let (env, file, _) = env(Some("intel_idle"));
+    let before = env.snapshot();
+    let r = env.run(&["probe", file.to_str().unwrap(), "--cpu", "7"]);
+    let _ = std::fs::remove_file(&file);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    r.assert_stderr_has("--cpu 7: not a CPU that serves vda (those are 0-1)");
+    assert_eq!(env.snapshot(), before);
+}
+
+#[test]
 fn apply_s_static_fallback_on_the_cpus_is_not_probed_over() {
     if !common::is_root("the probe runs as root") {
         return;
