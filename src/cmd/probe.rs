@@ -73,6 +73,22 @@ pub fn probe(ctx: &Ctx, opts: &Options, out: &mut String) -> Result<u8, Error> {
         .into());
     }
     ctx.sysfs.check_tree()?;
+    let Some(_probe_lock) = ctx.state.try_probe_lock()? else {
+        return Err(ProbeError::Refused(format!(
+            "another blkqos probe is running on {}: each would take the other's holds for what it found",
+            ctx.state.dir().display()
+        ))
+        .into());
+    };
+    // a plot that cannot be written is said before the measurement, not
+    // after it (its content comes at the end)
+    if let Some(file) = opts.plot {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(file)
+            .map_err(|e| ProbeError::Refused(format!("--plot {}: {e}", file.display())))?;
+    }
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, Arc::clone(&stop))
@@ -98,10 +114,8 @@ pub fn probe(ctx: &Ctx, opts: &Options, out: &mut String) -> Result<u8, Error> {
         && let Some(a) = &p.analysis
     {
         let title = format!("blkqos probe: {} ({})", p.name, p.path);
-        std::fs::write(file, plot::svg(a, &title)).map_err(|e| Error::Output {
-            path: file.to_path_buf(),
-            source: e,
-        })?;
+        std::fs::write(file, plot::svg(a, &title))
+            .map_err(|e| ProbeError::Failed(format!("--plot {}: {e}", file.display())))?;
     }
     Ok(0)
 }
@@ -205,7 +219,7 @@ fn probe_one(
     };
     probed.reader_cpu = Some(reader_cpu);
     let pin = Pin::new(reader_cpu)?;
-    refuse_holders(ctx, &cpus)?;
+    refuse_holders(ctx, &cpus, &t.disk, &knob_paths)?;
     probed.configs = configs(ctx, opts, &probed.table, &cpus)?;
     let n = probed.configs.len() as u32 * REPS;
     let secs = opts.duration.as_secs_f64();
@@ -223,6 +237,8 @@ fn probe_one(
     let mut rng = fastrand::Rng::with_seed(0x5eed_b10c);
     let mut reader = Reader::new(t, rng.u64(..));
     let mut runs = Vec::new();
+    // per configuration: runs whose lease was never seen holding
+    let mut unheld = vec![0u32; probed.configs.len()];
     let mut progress = Progress::new(u64::from(rounds * n), opts.json);
     let measured = (|| -> Result<(), Error> {
         for round in 0..rounds {
@@ -240,7 +256,8 @@ fn probe_one(
                     pin.hold()?;
                     reader.warm(WARM, stop).map(|_| ()).map_err(read_error)
                 });
-                let run = held.and_then(|()| {
+                let run = held.and_then(|held| {
+                    unheld[c] += u32::from(!held);
                     measure(
                         &ctx.sysfs,
                         &mut reader,
@@ -270,6 +287,14 @@ fn probe_one(
     unpinned?;
     measured?;
     finished?;
+    for (c, n) in unheld.iter().enumerate().filter(|(_, n)| **n > 0) {
+        warnings.push(format!(
+            "{}: {}: blkqos lease held none of the CPUs in {n} of its {} runs within 5 s of reads (without the block tracepoint it sees I/O only every second): those runs are measured as they are",
+            t.disk,
+            probed.configs[c].label(),
+            rounds * REPS
+        ));
+    }
     probed.duration_secs = started.elapsed().as_secs_f64();
     probed.cpu_secs = own_cpu_secs() - cpu_before;
     let a = analyze(&probed.configs, &probed.table, &runs);
@@ -325,10 +350,11 @@ fn measure(
     })
 }
 
-/// A running lease or apply's static fallback on the same CPUs would be
-/// measured instead of the configuration, and would see its values
-/// changed under it: the probe does not start.
-fn refuse_holders(ctx: &Ctx, cpus: &[u32]) -> Result<(), Error> {
+/// A running lease, apply's static fallback on the same CPUs, or queue
+/// knobs someone holds would be measured instead of the configuration,
+/// and would see their values changed under them: the probe does not
+/// start, and says how to stop what holds.
+fn refuse_holders(ctx: &Ctx, cpus: &[u32], disk: &str, knob_paths: &[String]) -> Result<(), Error> {
     let dir = ctx.state.checked_dir()?;
     if let Some(p) = crate::lease::published::running(&dir) {
         let held: Vec<u32> = cpus
@@ -336,11 +362,13 @@ fn refuse_holders(ctx: &Ctx, cpus: &[u32]) -> Result<(), Error> {
             .copied()
             .filter(|c| p.cpus.contains_key(c))
             .collect();
+        let what = match held.is_empty() {
+            true => "runs on this state directory (one lease at a time)".to_string(),
+            false => format!("holds CPUs {} of {disk}", idle::format_cpus(&held)),
+        };
         return Err(ProbeError::Refused(format!(
-            "blkqos lease (pid {}) holds CPUs {} of this disk: stop it first (systemctl stop blkqos-lease, or kill {}); it puts them back",
-            p.pid,
-            idle::format_cpus(&held),
-            p.pid
+            "blkqos lease (pid {}) {what}: stop it first (systemctl stop blkqos-lease, or kill {}); it puts its CPUs back",
+            p.pid, p.pid
         ))
         .into());
     }
@@ -355,6 +383,26 @@ fn refuse_holders(ctx: &Ctx, cpus: &[u32]) -> Result<(), Error> {
             fixed.join(", ")
         ))
         .into());
+    }
+    // the kernel's lease at someone's limit: "deep" would not be deep
+    for p in knob_paths {
+        if state.saved.contains_key(p) {
+            return Err(ProbeError::Refused(format!(
+                "{p} is blkqos's (apply set it, or a probe was killed): `blkqos restore --device {disk}` first, and apply again after the probe"
+            ))
+            .into());
+        }
+        if p.ends_with(crate::abi::knobs::LIMIT)
+            && let Some(v) = ctx.sysfs.attr(p)
+            && v != crate::abi::knobs::OFF
+        {
+            return Err(ProbeError::Refused(format!(
+                "{p} is {v}, not {}: the kernel's lease holds {disk}'s CPUs at someone's limit; write {} there first",
+                crate::abi::knobs::OFF,
+                crate::abi::knobs::OFF
+            ))
+            .into());
+        }
     }
     Ok(())
 }
