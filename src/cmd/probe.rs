@@ -82,13 +82,10 @@ pub fn probe(ctx: &Ctx, opts: &Options, out: &mut String) -> Result<u8, Error> {
     };
     // a plot that cannot be written is said before the measurement, not
     // after it (its content comes at the end)
-    if let Some(file) = opts.plot {
-        std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(file)
-            .map_err(|e| ProbeError::Refused(format!("--plot {}: {e}", file.display())))?;
-    }
+    let mut plot_file = match opts.plot {
+        Some(file) => Some(PlotFile::check(file)?),
+        None => None,
+    };
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, Arc::clone(&stop))
@@ -110,14 +107,53 @@ pub fn probe(ctx: &Ctx, opts: &Options, out: &mut String) -> Result<u8, Error> {
             human(p, out);
         }
     }
-    if let (Some(file), Some(p)) = (opts.plot, probed.iter().find(|p| p.analysis.is_some()))
+    if let (Some(file), Some(p)) = (&mut plot_file, probed.iter().find(|p| p.analysis.is_some()))
         && let Some(a) = &p.analysis
     {
         let title = format!("blkqos probe: {} ({})", p.name, p.path);
-        std::fs::write(file, plot::svg(a, &title))
-            .map_err(|e| ProbeError::Failed(format!("--plot {}: {e}", file.display())))?;
+        file.write(&plot::svg(a, &title))?;
     }
     Ok(0)
+}
+
+/// The plot's file, checked before the measurement (a path that cannot
+/// be written is said before a minute is spent); one made for the check
+/// and never written is removed again.
+struct PlotFile {
+    path: PathBuf,
+    made: bool,
+    written: bool,
+}
+
+impl PlotFile {
+    fn check(path: &Path) -> Result<PlotFile, ProbeError> {
+        let made = !path.exists();
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .map_err(|e| ProbeError::Refused(format!("--plot {}: {e}", path.display())))?;
+        Ok(PlotFile {
+            path: path.to_path_buf(),
+            made,
+            written: false,
+        })
+    }
+
+    fn write(&mut self, svg: &str) -> Result<(), ProbeError> {
+        std::fs::write(&self.path, svg)
+            .map_err(|e| ProbeError::Failed(format!("--plot {}: {e}", self.path.display())))?;
+        self.written = true;
+        Ok(())
+    }
+}
+
+impl Drop for PlotFile {
+    fn drop(&mut self) {
+        if self.made && !self.written {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
 }
 
 /// What to read: the named devices or files, else each disk the
