@@ -40,9 +40,10 @@ pub struct Analysis {
     pub reference: Option<String>,
     pub reference_why: String,
     pub configs: Vec<ConfigStats>,
+    /// The largest of the configurations' A/A spreads.
     pub spread: Spread,
-    /// The A/A spread of QD1 p99 is over 10 %: the host moved runs more
-    /// than most effects worth a lease.
+    /// The reference's own A/A spread of QD1 p99 is over 10 %: the
+    /// yardstick moves more than most effects worth a lease.
     pub noisy: bool,
     pub answer: Answer,
 }
@@ -84,6 +85,8 @@ pub struct ConfigStats {
     pub p99_interval_us: Option<Interval>,
     /// Against the reference (the reference's own are 1).
     pub vs_reference: Ratios,
+    /// Its own A/A spread: how far its two runs of a round land apart.
+    pub spread: Spread,
 }
 
 /// This configuration's statistic over the reference's.

@@ -32,21 +32,27 @@ pub fn analyze_with(
     let boots: Vec<Boot> = (measured.iter().enumerate())
         .map(|(i, m)| m.bootstrap(iterations, seed.wrapping_add(i as u64)))
         .collect();
-    let spread = spread(&measured);
     let mut stats: Vec<ConfigStats> = (configs.iter().zip(&measured).zip(&boots))
         .map(|((c, m), b)| m.stats(c, table.len(), &counted, b))
         .collect();
+    let spread = spread(&stats.iter().map(|s| s.spread.clone()).collect::<Vec<_>>());
 
     let c1 = (configs.iter().enumerate())
         .position(|(i, c)| matches!(c, Config::C1 { .. }) && stats[i].qd1.is_some());
     if let Some(c1) = c1 {
-        fill_ratios(&mut stats, &boots, c1, &spread);
+        fill_ratios(&mut stats, &boots, c1);
     }
     let chosen = recommend::reference(&stats, c1);
     if let Some((r, _)) = &chosen {
-        fill_ratios(&mut stats, &boots, *r, &spread);
+        fill_ratios(&mut stats, &boots, *r);
     }
-    let answer = recommend::answer(&stats, &spread);
+    // the yardstick's own steadiness: a configuration that varies by
+    // itself (deep, whose governor enters C6 in some runs and not in
+    // others) is a finding, not noise that hides every other one
+    let yardstick = chosen
+        .as_ref()
+        .map_or_else(Spread::default, |(r, _)| stats[*r].spread.clone());
+    let answer = recommend::answer(&stats, &yardstick);
     let (reference, reference_why) = match chosen {
         Some((r, why)) => (Some(stats[r].label.clone()), why),
         None => (None, "no configuration has QD1 samples".to_string()),
@@ -62,7 +68,7 @@ pub fn analyze_with(
         },
         reference,
         reference_why,
-        noisy: spread
+        noisy: yardstick
             .qd1_p99_pct
             .is_some_and(|p| p > super::analysis::NOISY * 100.0),
         configs: stats,
@@ -217,13 +223,16 @@ impl<'a> Measured<'a> {
                 LEVEL,
             ),
             vs_reference: Ratios::default(),
+            spread: spread_of(self),
         }
     }
 }
 
-/// Every configuration's ratios against configuration `r`.
-fn fill_ratios(stats: &mut [ConfigStats], boots: &[Boot], r: usize, spread: &Spread) {
-    let frac = |pct: Option<f64>| pct.unwrap_or(0.0) / 100.0;
+/// Every configuration's ratios against configuration `r`, each called
+/// only beyond the larger of the two configurations' A/A spreads.
+fn fill_ratios(stats: &mut [ConfigStats], boots: &[Boot], r: usize) {
+    let rs = stats[r].spread.clone();
+    let wider = |a: Option<f64>, b: Option<f64>| a.unwrap_or(0.0).max(b.unwrap_or(0.0)) / 100.0;
     let point = |s: &ConfigStats| {
         (
             s.qd1.as_ref().map(|p| p.p99_us),
@@ -235,16 +244,29 @@ fn fill_ratios(stats: &mut [ConfigStats], boots: &[Boot], r: usize, spread: &Spr
     for (s, b) in stats.iter_mut().zip(boots) {
         let own = point(s);
         let rb = &boots[r];
+        let sp = &s.spread;
         s.vs_reference = Ratios {
-            qd1_p99: ratio(own.0, base.0, &b.p99, &rb.p99, frac(spread.qd1_p99_pct)),
+            qd1_p99: ratio(
+                own.0,
+                base.0,
+                &b.p99,
+                &rb.p99,
+                wider(sp.qd1_p99_pct, rs.qd1_p99_pct),
+            ),
             first_p90: ratio(
                 own.1,
                 base.1,
                 &b.first,
                 &rb.first,
-                frac(spread.first_p90_pct),
+                wider(sp.first_p90_pct, rs.first_p90_pct),
             ),
-            iops: ratio(own.2, base.2, &b.iops, &rb.iops, frac(spread.iops_pct)),
+            iops: ratio(
+                own.2,
+                base.2,
+                &b.iops,
+                &rb.iops,
+                wider(sp.iops_pct, rs.iops_pct),
+            ),
         };
     }
 }
@@ -273,11 +295,25 @@ fn ratio(
     })
 }
 
-/// The A/A spread over every configuration's pairs of runs in a round.
-fn spread(measured: &[Measured]) -> Spread {
+/// The A/A spread over every configuration's pairs: the largest of theirs.
+fn spread(each: &[Spread]) -> Spread {
+    let max = |a: Option<f64>, b: Option<f64>| match (a, b) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    };
+    each.iter().fold(Spread::default(), |acc, s| Spread {
+        pairs: acc.pairs + s.pairs,
+        qd1_p99_pct: max(acc.qd1_p99_pct, s.qd1_p99_pct),
+        first_p90_pct: max(acc.first_p90_pct, s.first_p90_pct),
+        iops_pct: max(acc.iops_pct, s.iops_pct),
+    })
+}
+
+/// The A/A spread of one configuration: its pairs of runs in a round.
+fn spread_of(m: &Measured) -> Spread {
     let mut worst = [None::<f64>; 3];
     let mut pairs = 0;
-    for m in measured {
+    {
         let mut rounds: BTreeMap<u32, [Option<usize>; 2]> = BTreeMap::new();
         for (i, r) in m.runs.iter().enumerate() {
             if let Some(slot) = rounds.entry(r.round).or_default().get_mut(r.rep as usize) {

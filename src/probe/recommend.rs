@@ -68,7 +68,8 @@ fn within(s: &ConfigStats) -> bool {
     r.qd1_p99.as_ref().is_some_and(ok) && r.first_p90.as_ref().map_or(s.first.is_none(), ok)
 }
 
-/// The answer, from ratios against the reference: deep within bound wins
+/// The answer, from ratios against the reference, whose own A/A spread is
+/// `spread`: deep within bound wins
 /// (nothing to buy); else the loosest lease within bound; else too noisy
 /// to tell where the A/A spread is over the bound; else none reaches it.
 pub fn answer(stats: &[ConfigStats], spread: &Spread) -> Answer {

@@ -27,6 +27,7 @@ pub fn render_table_styled(a: &Analysis, states: &[TableState], style: Style) ->
             "FIRST_P50",
             "FIRST_P99",
             "DEEP%",
+            "AA_P99%",
             "P99_VS_REF",
             "FIRST_P90_VS_REF",
         ],
@@ -58,12 +59,16 @@ pub fn render_table_styled(a: &Analysis, states: &[TableState], style: Style) ->
     let pct = |p: Option<f64>| p.map_or("-".to_string(), |p| format!("{p:.1} %"));
     let _ = writeln!(
         out,
-        "A/A spread ({} pairs): QD1 p99 {}, first-of-burst p90 {}, IOPS {}{}",
+        "A/A spread ({} pairs; the largest, each configuration's in AA_P99%): QD1 p99 {}, first-of-burst p90 {}, IOPS {}{}",
         s.pairs,
         pct(s.qd1_p99_pct),
         pct(s.first_p90_pct),
         pct(s.iops_pct),
-        if a.noisy { " (noisy)" } else { "" }
+        if a.noisy {
+            " (the reference's own is over 10 %: noisy)"
+        } else {
+            ""
+        }
     );
     let _ = writeln!(
         out,
@@ -124,6 +129,7 @@ fn row(a: &Analysis, c: &ConfigStats) -> Vec<String> {
         num(f.map(|p| p.p50_us)),
         num(f.map(|p| p.p99_us)),
         format!("{:.1}", c.deep_residency * 100.0),
+        (c.spread.qd1_p99_pct).map_or("-".to_string(), |p| format!("{p:.1}")),
         ratio(c.vs_reference.qd1_p99.as_ref()),
         ratio(c.vs_reference.first_p90.as_ref()),
     ]
@@ -148,7 +154,7 @@ pub fn answer_sentence(answer: &Answer) -> String {
         ),
         Answer::NothingToBuy { why } => format!("nothing to buy: {why}"),
         Answer::TooNoisy { spread_pct } => format!(
-            "too noisy to tell: two runs of one configuration differ by up to {spread_pct:.1} %, over the {bound:.0} % a decision needs; rerun with more rounds or on a quieter machine"
+            "too noisy to tell: two runs of the reference differ by up to {spread_pct:.1} %, over the {bound:.0} % a decision needs; rerun for longer or on a quieter machine"
         ),
         Answer::NoLimitReaches {
             strictest_tried: Some(us),

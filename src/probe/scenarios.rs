@@ -161,6 +161,32 @@ fn a_noisy_host_where_deep_happens_to_be_within_the_bound_is_too_noisy() {
     }
 }
 
+/// Deep that enters C6 during the QD1 phase in some runs and not in
+/// others (menu's prediction flips; seen in the icx guest: deep's p99
+/// between 129 and 250 us, c1's between 123 and 125) is deep's own
+/// finding: it must not make the steady configurations "too noisy".
+#[test]
+fn deep_that_varies_by_itself_does_not_hide_the_answer() {
+    let m = machines::icelake();
+    let mut runs = m.record(PLAN);
+    for r in runs.iter_mut().filter(|r| r.config == 0 && r.rep == 1) {
+        for ns in r.qd1_ns.iter_mut() {
+            *ns = ns.saturating_mul(2);
+        }
+    }
+    let a = analyze(&m.configs, &m.table, &runs);
+    assert!(!a.noisy, "{:?}", a.spread);
+    assert!(
+        matches!(a.answer, Answer::Limit { limit_us: 4, .. }),
+        "{:?}\n{}",
+        a.answer,
+        render_table(&a, &m.table)
+    );
+    let deep = config(&a, "deep");
+    assert!(deep.spread.qd1_p99_pct.unwrap() > 50.0, "{:?}", deep.spread);
+    assert!(config(&a, "c1").spread.qd1_p99_pct.unwrap() < 10.0);
+}
+
 #[test]
 fn the_interval_holds_the_true_ratio_and_excludes_1() {
     // slow = fast * 1.5 in every quantile
@@ -269,7 +295,7 @@ fn the_table_shows_the_numbers_and_the_answer() {
         format!("{:.1}", deep.first.as_ref().unwrap().p99_us),
         "(reference)".to_string(),
         "C6 (170 us)".to_string(),
-        "A/A spread (36 pairs)".to_string(),
+        "A/A spread (36 pairs;".to_string(),
         "answer: cpu_lat_limit_us = 4".to_string(),
     ] {
         assert!(t.contains(&want), "{want:?} not in\n{t}");
