@@ -38,6 +38,20 @@ pub fn open(
     path: &Path,
     sysfs_disk: impl Fn(u32, u32) -> Option<String>,
 ) -> Result<Target, TargetError> {
+    // what it is, before an open that may mean something else for it (a
+    // FIFO's open blocks, a directory refuses O_DIRECT)
+    let kind = rustix::fs::stat(path)
+        .map(|st| FileType::from_raw_mode(st.st_mode))
+        .map_err(|e| refused(path, format!("cannot be read: {e}")))?;
+    if !matches!(kind, FileType::BlockDevice | FileType::RegularFile) {
+        return Err(refused(
+            path,
+            format!(
+                "is a {}, not a block device or a regular file",
+                kind_name(kind)
+            ),
+        ));
+    }
     // Never O_WRONLY or O_RDWR: the probe only reads. O_NOFOLLOW is not
     // wanted: /dev/disk/by-id links are how people name disks.
     let fd = rustix::fs::open(
@@ -78,7 +92,10 @@ pub fn open(
         other => {
             return Err(refused(
                 path,
-                format!("is a {other:?}, not a block device or a regular file"),
+                format!(
+                    "is a {}, not a block device or a regular file",
+                    kind_name(other)
+                ),
             ));
         }
     };
@@ -118,4 +135,15 @@ pub fn disk_of(sysfs: &crate::sysfs::Sysfs, major: u32, minor: u32) -> Option<St
             .and_then(|p| p.rsplit('/').next().map(str::to_string));
     }
     Some(name)
+}
+
+fn kind_name(t: FileType) -> &'static str {
+    match t {
+        FileType::Directory => "directory",
+        FileType::CharacterDevice => "character device",
+        FileType::Fifo => "FIFO",
+        FileType::Socket => "socket",
+        FileType::Symlink => "symbolic link",
+        _ => "file of another kind",
+    }
 }

@@ -1,0 +1,272 @@
+//! `blkqos probe` on a fake tree of a kernel without the queue knobs: the
+//! real binary reads a real file with O_DIRECT, holds the fake CPUs
+//! through `blkqos lease` (its child), and puts every value back.
+
+mod common;
+use blkqos::abi::Abi;
+use common::Env;
+use common::fixture::Fixture;
+use std::os::unix::fs::MetadataExt;
+use std::path::PathBuf;
+use std::process::{Child, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+fn resume(cpu: u32) -> String {
+    format!("devices/system/cpu/cpu{cpu}/power/pm_qos_resume_latency_us")
+}
+
+/// A file the probe can read with O_DIRECT: on the build's file system
+/// (not /tmp, which may be tmpfs), 1 MiB written for real.
+fn data_file(env: &Env) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let path = dir.join(format!(
+        "probe-{}-{}.dat",
+        std::process::id(),
+        env.work.file_name().unwrap().to_string_lossy()
+    ));
+    std::fs::write(&path, vec![0x5a; 1 << 20]).unwrap();
+    path
+}
+
+/// Two CPUs with the Ice Lake table and a driver, a virtio disk, and the
+/// file's device number leading to it, as /sys/dev/block does.
+fn env(driver: Option<&str>) -> (Env, PathBuf, String) {
+    let mut disk = String::new();
+    let env = Env::with(|root| {
+        let mut fx = Fixture::new(root, 2, Abi::None);
+        disk = fx.virtio("vda", 0);
+        fx
+    });
+    env.fx.set_stat(&disk, 0, 0);
+    if let Some(d) = driver {
+        env.fx.put("devices/system/cpu/cpuidle/current_driver", d);
+        env.fx
+            .put("devices/system/cpu/cpuidle/current_governor", "menu");
+    }
+    let file = data_file(&env);
+    let dev = std::fs::metadata(&file).unwrap().dev();
+    // SAFETY: major() and minor() only do arithmetic on the number.
+    let (ma, mi) = unsafe { (libc::major(dev), libc::minor(dev)) };
+    let dir = env.fx.dir_of(&disk);
+    env.fx.link(&format!("dev/block/{ma}:{mi}"), &dir);
+    (env, file, disk)
+}
+
+/// The fake disk's stat moves while `on`: the lease child, reading it,
+/// sees the I/O the real reads do elsewhere.
+fn io_ticker(env: &Env, disk: &str) -> (Arc<AtomicBool>, std::thread::JoinHandle<()>) {
+    let on = Arc::new(AtomicBool::new(true));
+    let stat = env.fx.root().join(env.fx.dir_of(disk)).join("stat");
+    let flag = Arc::clone(&on);
+    let h = std::thread::spawn(move || {
+        let mut n = 0u64;
+        while flag.load(Ordering::Relaxed) {
+            n += 1;
+            let fields = format!("{n} 0 {} 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n", n * 8);
+            let _ = std::fs::write(&stat, fields);
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    });
+    (on, h)
+}
+
+fn values(env: &Env) -> Vec<String> {
+    (0..2).map(|c| env.get(&resume(c))).collect()
+}
+
+#[test]
+fn a_probe_measures_every_configuration_and_leaves_every_value_as_found() {
+    if !common::is_root("the probe runs as root") {
+        return;
+    }
+    let (env, file, disk) = env(Some("intel_idle"));
+    // an admin's value on CPU1: the lease holds over it, and it comes back
+    env.fx.put(&resume(1), "500");
+    let (on, ticker) = io_ticker(&env, &disk);
+    let plot = env.work.join("probe.svg");
+    let r = env.run(&[
+        "probe",
+        file.to_str().unwrap(),
+        "--duration",
+        "1",
+        "--limits",
+        "auto,0",
+        "--json",
+        "--plot",
+        plot.to_str().unwrap(),
+    ]);
+    on.store(false, Ordering::Relaxed);
+    ticker.join().unwrap();
+    let _ = std::fs::remove_file(&file);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let doc = r.json();
+    let d = &doc["devices"][0];
+    assert_eq!(d["name"], "vda");
+    assert_eq!(d["kernel_knobs"], false);
+    assert_eq!(d["cpus"], serde_json::json!([0, 1]));
+    let labels: Vec<&str> = (d["configs"].as_array().unwrap().iter())
+        .map(|c| c["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(labels, ["deep", "c1", "lease", "lease"], "{d:#}");
+    assert_eq!(d["configs"][1]["limit_us"], 1, "C1's exit latency");
+    assert_eq!(d["configs"][2]["limit_us"], 4, "auto: C1E");
+    assert!(d["rounds"].as_u64().unwrap() >= 5);
+    assert!(d["analysis"].is_object(), "{d:#}");
+    assert_eq!(values(&env), ["0", "500"]);
+    let state = env.state.as_path();
+    assert!(!state.join("probe-profile.toml").exists());
+    assert!(!state.join("lease.json").exists());
+    let svg = std::fs::read_to_string(&plot).unwrap();
+    assert!(svg.starts_with("<svg") || svg.starts_with("<?xml"), "{svg}");
+}
+
+#[test]
+fn without_a_cpuidle_driver_there_is_nothing_to_buy_and_nothing_is_written() {
+    if !common::is_root("the probe runs as root") {
+        return;
+    }
+    let (env, file, _) = env(Some("none"));
+    let before = env.snapshot();
+    let r = env.run(&["probe", file.to_str().unwrap(), "--duration", "1"]);
+    let _ = std::fs::remove_file(&file);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stdout.contains("nothing to buy here: no cpuidle driver"),
+        "{}",
+        r.stdout
+    );
+    assert_eq!(env.snapshot(), before);
+}
+
+#[test]
+fn what_is_not_a_block_device_or_a_regular_file_is_refused() {
+    if !common::is_root("the probe runs as root") {
+        return;
+    }
+    let (env, file, _) = env(Some("intel_idle"));
+    let _ = std::fs::remove_file(&file);
+    let r = env.run(&["probe", "/dev/null", "--json"]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    let doc = r.json();
+    assert_eq!(doc["failure"]["kind"], "probe-refused");
+    assert!(
+        doc["error"]
+            .as_str()
+            .unwrap()
+            .contains("not a block device or a regular file"),
+        "{doc:#}"
+    );
+    let dir = env.work.clone();
+    let r = env.run(&["probe", dir.to_str().unwrap()]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+}
+
+#[test]
+fn apply_s_static_fallback_on_the_cpus_is_not_probed_over() {
+    if !common::is_root("the probe runs as root") {
+        return;
+    }
+    let (env, file, _) = env(Some("intel_idle"));
+    env.fx.put(&resume(0), "20");
+    std::fs::create_dir_all(&env.state).unwrap();
+    let state = serde_json::json!({
+        "schema": 1,
+        "saved": { resume(0): { "original": "0", "owners": ["vda"] } },
+        "rules": { "vda": "static" }
+    });
+    std::fs::write(env.state.join("state.json"), state.to_string()).unwrap();
+    let r = env.run(&["probe", file.to_str().unwrap(), "--duration", "1"]);
+    let _ = std::fs::remove_file(&file);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    r.assert_stderr_has("apply's static fallback holds");
+    r.assert_stderr_has("blkqos restore");
+    assert_eq!(values(&env), ["20", "0"]);
+}
+
+fn spawn_probe(env: &Env, file: &std::path::Path) -> Child {
+    env.cmd()
+        .args([
+            "probe",
+            file.to_str().unwrap(),
+            "--duration",
+            "60",
+            "--limits",
+            "0",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Wait (at most 20 s) until a CPU is held; false if none ever was.
+fn until_held(env: &Env) -> bool {
+    let end = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < end {
+        if values(env) != ["0", "0"] {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    false
+}
+
+fn until_found(env: &Env) -> bool {
+    let end = Instant::now() + Duration::from_secs(15);
+    while Instant::now() < end {
+        if values(env) == ["0", "0"] {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    false
+}
+
+#[test]
+fn sigterm_during_a_hold_puts_the_cpus_back_and_says_so() {
+    if !common::is_root("the probe runs as root") {
+        return;
+    }
+    let (env, file, disk) = env(Some("intel_idle"));
+    let (on, ticker) = io_ticker(&env, &disk);
+    let child = spawn_probe(&env, &file);
+    let held = until_held(&env);
+    // SAFETY: kill(2) on the child's pid, which has not been waited for.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let out = child.wait_with_output().unwrap();
+    on.store(false, Ordering::Relaxed);
+    ticker.join().unwrap();
+    let _ = std::fs::remove_file(&file);
+    assert!(held, "no CPU was ever held");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("stopped by a signal"), "{err}");
+    assert_eq!(values(&env), ["0", "0"]);
+    assert!(
+        env.state_json()["leases"]
+            .as_object()
+            .is_none_or(|l| l.is_empty())
+    );
+}
+
+#[test]
+fn sigkill_of_the_probe_stops_its_lease_which_puts_the_cpus_back() {
+    if !common::is_root("the probe runs as root") {
+        return;
+    }
+    let (env, file, disk) = env(Some("intel_idle"));
+    let (on, ticker) = io_ticker(&env, &disk);
+    let mut child = spawn_probe(&env, &file);
+    // held by the lease child (c1 or lease@0): both write through it
+    let held = until_held(&env);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let back = until_found(&env);
+    on.store(false, Ordering::Relaxed);
+    ticker.join().unwrap();
+    let _ = std::fs::remove_file(&file);
+    assert!(held, "no CPU was ever held");
+    assert!(back, "left: {:?}", values(&env));
+}
