@@ -139,7 +139,12 @@ check_probe() {
 	case $IDLE in
 	icx) probe_icx ;;
 	epyc) probe_epyc ;;
-	esac
+	esac >/tmp/probe.checks
+	cat /tmp/probe.checks
+	# a failed answer's whole analysis, to tell the probe's fault from
+	# the check's
+	! grep -q '^BLKQOS-CHECK FAIL' /tmp/probe.checks ||
+		grep '^devices\.0\.analysis\.' /tmp/probe.flat | sed 's/^/probe analysis: /'
 	rmnull $local_disk
 }
 
