@@ -67,6 +67,12 @@ pub struct Style {
 }
 
 impl Style {
+    /// No colour: text that is not printed straight to the terminal (a
+    /// file, a test).
+    pub const fn plain() -> Style {
+        Style { color: false }
+    }
+
     pub fn detect() -> Style {
         Style {
             color: std::io::stdout().is_terminal()

@@ -7,12 +7,12 @@ use super::{Ctx, doc};
 use crate::discover::{self, Detail, Extent};
 use crate::error::Error;
 use crate::idle;
-use crate::probe::analyze::{self, Analysis};
 use crate::probe::hold::{self, Holder};
 use crate::probe::machine::{self, Machine};
 use crate::probe::sample::{Config, Run, TableState};
 use crate::probe::target::{self, Target};
 use crate::probe::workload::{self, ReadError, Reader};
+use crate::probe::{Analysis, analyze, render_table, rule_snippet};
 use crate::probe::{ProbeError, plot};
 use crate::profile::{Profile, owning_rule};
 use serde::Serialize;
@@ -245,12 +245,13 @@ fn probe_one(
     finished?;
     probed.duration_secs = started.elapsed().as_secs_f64();
     probed.cpu_secs = own_cpu_secs() - cpu_before;
-    let a = analyze::analyze(&probed.configs, &probed.table, &runs);
-    probed.rule = analyze::rule_snippet(&t.disk, &a.answer, opts.timeout_ms);
+    let a = analyze(&probed.configs, &probed.table, &runs);
+    probed.rule = rule_snippet(&t.disk, &a.answer, opts.timeout_ms);
     if a.noisy {
         warnings.push(format!(
-            "{}: the same configuration measured twice differed by up to {:.0} %: differences below that are not called",
-            t.disk, a.aa_spread.p99_pct
+            "{}: the same configuration measured twice differed by up to {:.0} % in p99: differences below that are not called",
+            t.disk,
+            a.spread.qd1_p99_pct.unwrap_or(0.0)
         ));
     }
     probed.analysis = Some(a);
@@ -403,7 +404,7 @@ fn human(p: &Probed, out: &mut String) {
         p.cpu_secs
     );
     if let Some(a) = &p.analysis {
-        out.push_str(&analyze::render_table(a, &p.table));
+        out.push_str(&render_table(a, &p.table));
     }
     if let Some(rule) = &p.rule {
         let _ = writeln!(out, "\nThe rule to paste into the profile:\n\n{rule}");

@@ -1,11 +1,32 @@
 //! `blkqos probe`: what the lease buys on this machine, measured here.
-//! What a run records (`sample`), apart from how it is measured and read.
+//! What a run records (`sample`), apart from how it is measured and read;
+//! what the runs say (`analyze`: `stats` for percentiles and the
+//! bootstrap, `recommend` for the reference and the answer, the types in
+//! `analysis`), and how that is shown (`render`, `plot`).
 
+pub mod analysis;
+pub mod analyze;
 pub mod hold;
 pub mod machine;
+pub mod plot;
+pub mod recommend;
+pub mod render;
 pub mod sample;
+pub mod stats;
 pub mod target;
 pub mod workload;
+
+pub use analysis::{Analysis, Answer, ConfigStats, Ratio, Ratios, Spread};
+pub use analyze::analyze;
+pub use plot::svg;
+pub use recommend::rule_snippet;
+pub use render::render_table;
+
+#[cfg(test)]
+#[path = "../../tests/support/probe_runs.rs"]
+mod probe_runs;
+#[cfg(test)]
+mod scenarios;
 
 /// Why a probe did not run, or stopped.
 #[derive(Debug, thiserror::Error)]
@@ -21,5 +42,3 @@ pub enum ProbeError {
     #[error(transparent)]
     State(#[from] crate::state::StateError),
 }
-pub mod analyze;
-pub mod plot;
