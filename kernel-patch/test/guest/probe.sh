@@ -93,12 +93,20 @@ probe_found() { # disk
 
 check_probe() {
 	local_disk=nullb0
-	mknull $local_disk queue_mode=2 irqmode=2 completion_nsec=50000 ||
-		{ fail probe-setup-nullb; return; }
+	# The burst check's cross shape (guest/lease.sh): the probe reads on
+	# CPU1, the completion timer runs on CPU0 and the completion comes
+	# back to CPU1 by IPI, so that CPU1's governor has no timer telling
+	# it when the read ends, as with a real disk's interrupt. With the
+	# timer on the reading CPU (null_blk's own irqmode=2) the governor
+	# sees each completion coming and never picks C6 for a read: deep
+	# measured as c1 (deep/c1 QD1 p99 1.07 on icx).
+	mknull $local_disk queue_mode=2 irqmode=2 completion_nsec=50000 \
+		submit_queues=2 complete_cpu=0 || { fail probe-setup-nullb; return; }
+	echo 2 >/sys/block/$local_disk/queue/rq_affinity
 	probe_found $local_disk >/tmp/probe.found
 	measure "probe_setup table=$IDLE kernel=$MODE $(grep -c . /tmp/probe.found) values duration=${PROBE_SECS}s"
 	t0=$(cut -d' ' -f1 /proc/uptime)
-	blkqos probe /dev/$local_disk --duration "$PROBE_SECS" --limits auto,0 --json \
+	taskset -c 1 blkqos probe /dev/$local_disk --duration "$PROBE_SECS" --limits auto,0 --json \
 		>/tmp/probe.json 2>/tmp/probe.err
 	rc=$?
 	t1=$(cut -d' ' -f1 /proc/uptime)
