@@ -294,6 +294,10 @@ pub enum Command {
         /// Write the plot (p99 latency against deep residency) as SVG
         #[arg(long, value_name = "FILE.svg")]
         plot: Option<PathBuf>,
+        /// Issue the reads from this CPU, one of those serving the disk
+        /// (default: the last of them)
+        #[arg(long, value_name = "N")]
+        cpu: Option<u32>,
         #[command(flatten)]
         no_lock: NoLock,
     },

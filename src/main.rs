@@ -161,6 +161,7 @@ fn run(ctx: &Ctx, command: &Command, out: &mut String) -> Result<u8, Error> {
             timeout,
             json,
             plot,
+            cpu,
             ..
         } => cmd::probe::probe(
             ctx,
@@ -172,6 +173,7 @@ fn run(ctx: &Ctx, command: &Command, out: &mut String) -> Result<u8, Error> {
                 timeout_ms: *timeout,
                 json: *json,
                 plot: plot.as_deref(),
+                cpu: *cpu,
             },
             out,
         ),

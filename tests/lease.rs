@@ -727,10 +727,15 @@ fn static_profile(env: &Env, limit_us: u32) -> std::path::PathBuf {
 /// That `values` stay `want` for a second (a lease sees I/O within one
 /// 0.1 s look).
 fn stays(env: &Env, want: [&str; 3]) {
-    let end = Instant::now() + Duration::from_secs(1);
+    stays_for(env, want, Duration::from_secs(1), "");
+}
+
+/// That `values` stay `want` for `dur`, looked at every 5 ms.
+fn stays_for(env: &Env, want: [&str; 3], dur: Duration, what: &str) {
+    let end = Instant::now() + dur;
     while Instant::now() < end {
-        assert_eq!(values(env), want);
-        std::thread::sleep(Duration::from_millis(10));
+        assert_eq!(values(env), want, "{what}");
+        std::thread::sleep(Duration::from_millis(5));
     }
 }
 
@@ -963,11 +968,12 @@ fn trickle_io_holds_the_cpus_once_then_not_at_every_io_and_a_burst_holds_again()
     // one I/O at a time, further apart than the timeout: never held
     for n in 2..6 {
         env.fx.set_stat(&disk, n, 0);
-        let end = Instant::now() + Duration::from_millis(300);
-        while Instant::now() < end {
-            assert_eq!(values(&env), ["0", "0", "0"], "I/O {n}");
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        stays_for(
+            &env,
+            ["0", "0", "0"],
+            Duration::from_millis(300),
+            &format!("I/O {n}"),
+        );
     }
     // several I/Os at one look: held
     env.fx.set_stat(&disk, 20, 0);

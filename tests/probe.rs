@@ -33,9 +33,13 @@ fn data_file(env: &Env) -> PathBuf {
 /// Two CPUs with the Ice Lake table and a driver, a virtio disk, and the
 /// file's device number leading to it, as /sys/dev/block does.
 fn env(driver: Option<&str>) -> (Env, PathBuf, String) {
+    env_abi(driver, Abi::None)
+}
+
+fn env_abi(driver: Option<&str>, abi: Abi) -> (Env, PathBuf, String) {
     let mut disk = String::new();
     let env = Env::with(|root| {
-        let mut fx = Fixture::new(root, 2, Abi::None);
+        let mut fx = Fixture::new(root, 2, abi);
         disk = fx.virtio("vda", 0);
         fx
     });
@@ -47,8 +51,7 @@ fn env(driver: Option<&str>) -> (Env, PathBuf, String) {
     }
     let file = data_file(&env);
     let dev = std::fs::metadata(&file).unwrap().dev();
-    // SAFETY: major() and minor() only do arithmetic on the number.
-    let (ma, mi) = unsafe { (libc::major(dev), libc::minor(dev)) };
+    let (ma, mi) = (libc::major(dev), libc::minor(dev));
     let dir = env.fx.dir_of(&disk);
     env.fx.link(&format!("dev/block/{ma}:{mi}"), &dir);
     (env, file, disk)
@@ -70,6 +73,18 @@ fn io_ticker(env: &Env, disk: &str) -> (Arc<AtomicBool>, std::thread::JoinHandle
         }
     });
     (on, h)
+}
+
+/// The run printed a document valid against schemas/probe.schema.json.
+fn valid(doc: &serde_json::Value) {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/schemas/probe.schema.json");
+    let schema: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let v = jsonschema::draft202012::new(&schema).unwrap();
+    let bad: Vec<String> = (v.iter_errors(doc))
+        .map(|e| format!("{e} at {}", e.instance_path()))
+        .collect();
+    assert!(bad.is_empty(), "{bad:#?}\n{doc:#}");
 }
 
 fn values(env: &Env) -> Vec<String> {
@@ -102,6 +117,7 @@ fn a_probe_measures_every_configuration_and_leaves_every_value_as_found() {
     let _ = std::fs::remove_file(&file);
     assert_eq!(r.code, 0, "{}", r.stderr);
     let doc = r.json();
+    valid(&doc);
     let d = &doc["devices"][0];
     assert_eq!(d["name"], "vda");
     assert_eq!(d["kernel_knobs"], false);
@@ -150,6 +166,7 @@ fn what_is_not_a_block_device_or_a_regular_file_is_refused() {
     let r = env.run(&["probe", "/dev/null", "--json"]);
     assert_eq!(r.code, 2, "{}", r.stderr);
     let doc = r.json();
+    valid(&doc);
     assert_eq!(doc["failure"]["kind"], "probe-refused");
     assert!(
         doc["error"]
@@ -161,6 +178,20 @@ fn what_is_not_a_block_device_or_a_regular_file_is_refused() {
     let dir = env.work.clone();
     let r = env.run(&["probe", dir.to_str().unwrap()]);
     assert_eq!(r.code, 2, "{}", r.stderr);
+}
+
+#[test]
+fn reads_from_a_cpu_that_does_not_serve_the_disk_are_refused_before_any_write() {
+    if !common::is_root("the probe runs as root") {
+        return;
+    }
+    let (env, file, _) = env(Some("intel_idle"));
+    let before = env.snapshot();
+    let r = env.run(&["probe", file.to_str().unwrap(), "--cpu", "7"]);
+    let _ = std::fs::remove_file(&file);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    r.assert_stderr_has("--cpu 7: not a CPU that serves vda (those are 0-1)");
+    assert_eq!(env.snapshot(), before);
 }
 
 #[test]
@@ -269,4 +300,61 @@ fn sigkill_of_the_probe_stops_its_lease_which_puts_the_cpus_back() {
     let _ = std::fs::remove_file(&file);
     assert!(held, "no CPU was ever held");
     assert!(back, "left: {:?}", values(&env));
+}
+
+fn knobs(env: &Env) -> (String, String) {
+    (
+        env.get("block/vda/queue/cpu_lat_limit_us"),
+        env.get("block/vda/queue/cpu_lat_timeout_ms"),
+    )
+}
+
+#[test]
+fn on_a_kernel_with_the_knobs_the_probe_writes_them_and_puts_them_back() {
+    if !common::is_root("the probe runs as root") {
+        return;
+    }
+    let (env, file, _) = env_abi(Some("intel_idle"), Abi::Queue);
+    // what apply left: the probe puts back what it found, and keeps no
+    // entry of its own
+    env.fx.put("block/vda/queue/cpu_lat_limit_us", "20");
+    let r = env.run(&["probe", file.to_str().unwrap(), "--duration", "1", "--json"]);
+    let _ = std::fs::remove_file(&file);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let d = &r.json()["devices"][0];
+    assert_eq!(d["kernel_knobs"], true);
+    assert_eq!(knobs(&env), ("20".to_string(), "3".to_string()));
+    assert_eq!(
+        values(&env),
+        ["0", "0"],
+        "the CPUs are the kernel's to hold"
+    );
+    let saved = env.state_json()["saved"].clone();
+    assert!(saved.as_object().unwrap().is_empty(), "{saved:#}");
+}
+
+#[test]
+fn after_a_sigkill_during_a_knob_hold_restore_puts_the_knobs_back() {
+    if !common::is_root("the probe runs as root") {
+        return;
+    }
+    let (env, file, _) = env_abi(Some("intel_idle"), Abi::Queue);
+    let mut child = env
+        .cmd()
+        .args(["probe", file.to_str().unwrap(), "--duration", "60"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let end = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < end && knobs(&env).0 == "-1" {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let _ = std::fs::remove_file(&file);
+    assert_ne!(knobs(&env).0, "-1", "never held");
+    let r = env.run(&["restore"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(knobs(&env), ("-1".to_string(), "3".to_string()));
 }

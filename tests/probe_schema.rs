@@ -55,7 +55,10 @@ fn document(m: &Machine, name: &str, driver: &str) -> Value {
             "run_secs": 2.0,
             "duration_secs": 151.3,
             "cpu_secs": 9.8,
+            "reader_cpu": 3,
+            "skipped": null,
             "analysis": analysis,
+            "rule": null,
         }],
         "warnings": [],
     })

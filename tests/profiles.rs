@@ -34,6 +34,37 @@ fn the_default_profile_tunes_nvme_only() {
     assert_eq!(env.get("block/sda/queue/cpu_lat_limit_us"), "-1");
 }
 
+#[test]
+fn the_kvm_guest_profile_polls_for_guest_disks_only() {
+    let env = Env::zoo(Abi::Queue);
+    let p = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/config/profiles/kvm-guest.toml"
+    );
+    let r = env.run(&["apply", p, "--json"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    for disk in ["vda", "nvme0n1", "nvme2n1"] {
+        assert_eq!(
+            env.get(&format!("block/{disk}/queue/cpu_lat_limit_us")),
+            "0",
+            "{disk}"
+        );
+        assert_eq!(
+            env.get(&format!("block/{disk}/queue/cpu_lat_timeout_ms")),
+            "3",
+            "{disk}"
+        );
+    }
+    // SATA, SAS and USB disks are not a guest's paravirtual or NVMe disks
+    for disk in ["sda", "sdc", "sdd"] {
+        assert_eq!(
+            env.get(&format!("block/{disk}/queue/cpu_lat_limit_us")),
+            "-1",
+            "{disk}"
+        );
+    }
+}
+
 /// `n` bytes or more of rules, each naming one disk.
 fn rules_of(n: usize, prefix: &str) -> String {
     let mut text = String::new();

@@ -38,6 +38,8 @@ pub struct Options<'a> {
     pub timeout_ms: u64,
     pub json: bool,
     pub plot: Option<&'a Path>,
+    /// The CPU the reads are issued from; `None`: the last serving CPU.
+    pub cpu: Option<u32>,
 }
 
 /// One disk's probe, as `--json` prints it.
@@ -47,6 +49,8 @@ struct Probed {
     path: String,
     kernel_knobs: bool,
     cpus: Vec<u32>,
+    /// The serving CPU the reads are issued from.
+    reader_cpu: Option<u32>,
     machine: Machine,
     table: Vec<TableState>,
     configs: Vec<Config>,
@@ -138,7 +142,7 @@ fn probe_one(
 ) -> Result<Probed, Error> {
     let inv = discover::scan(
         &ctx.sysfs,
-        Extent::Around(&[t.disk.clone()]),
+        Extent::Around(std::slice::from_ref(&t.disk)),
         Detail::for_profile(None),
     )?;
     let dev = inv
@@ -163,6 +167,7 @@ fn probe_one(
         path: t.path.display().to_string(),
         kernel_knobs,
         cpus: cpus.clone(),
+        reader_cpu: None,
         machine,
         table,
         configs: Vec::new(),
@@ -185,6 +190,21 @@ fn probe_one(
         probed.skipped = Some(format!("nothing to buy here: {why}"));
         return Ok(probed);
     }
+    let reader_cpu = match opts.cpu {
+        Some(c) if !cpus.contains(&c) => {
+            return Err(ProbeError::Refused(format!(
+                "--cpu {c}: not a CPU that serves {} (those are {})",
+                t.disk,
+                idle::format_cpus(&cpus)
+            ))
+            .into());
+        }
+        Some(c) => c,
+        // CPU 0 takes most of the machine's housekeeping
+        None => cpus[cpus.len() - 1],
+    };
+    probed.reader_cpu = Some(reader_cpu);
+    let pin = Pin::new(reader_cpu)?;
     refuse_holders(ctx, &cpus)?;
     probed.configs = configs(ctx, opts, &probed.table, &cpus)?;
     let n = probed.configs.len() as u32 * REPS;
@@ -212,7 +232,12 @@ fn probe_one(
             rng.shuffle(&mut order);
             for (c, rep) in order {
                 let config = &probed.configs[c];
+                // the lease child runs where the scheduler puts it, the
+                // reads on the one CPU: as a database thread and its
+                // disk's interrupt would
+                pin.release()?;
                 let held = holder.begin(config, || {
+                    pin.hold()?;
                     reader.warm(WARM, stop).map(|_| ()).map_err(read_error)
                 });
                 let run = held.and_then(|()| {
@@ -240,7 +265,9 @@ fn probe_one(
         Ok(())
     })();
     progress.done();
+    let unpinned = pin.release();
     let finished = holder.finish(&ctx.state, &t.disk);
+    unpinned?;
     measured?;
     finished?;
     probed.duration_secs = started.elapsed().as_secs_f64();
@@ -408,6 +435,16 @@ fn human(p: &Probed, out: &mut String) {
     }
     if let Some(rule) = &p.rule {
         let _ = writeln!(out, "\nThe rule to paste into the profile:\n\n{rule}");
+        let polls = p
+            .analysis
+            .as_ref()
+            .is_some_and(|a| matches!(a.answer, crate::probe::Answer::Limit { limit_us: 0, .. }));
+        if polls && p.machine.virtualized.is_some() {
+            let _ = writeln!(
+                out,
+                "On a guest, the profile kvm-guest.toml (/usr/share/doc/blkqos/profiles/) holds this for every virtio and NVMe disk; docs/probe.md says what the polling costs the host."
+            );
+        }
     }
 }
 
@@ -422,6 +459,39 @@ fn own_cpu_secs() -> f64 {
     // utime, stime, cutime, cstime are fields 14 to 17 (11 to 14 after
     // the name), in USER_HZ, which is 100 on Linux
     (11..=14).map(ticks).sum::<f64>() / 100.0
+}
+
+/// The reading thread's CPU: held to one during the reads, given its
+/// whole set back before a child is started (a child inherits it).
+struct Pin {
+    one: rustix::thread::CpuSet,
+    all: rustix::thread::CpuSet,
+}
+
+impl Pin {
+    fn new(cpu: u32) -> Result<Pin, ProbeError> {
+        let all = rustix::thread::sched_getaffinity(None)
+            .map_err(|e| ProbeError::Failed(format!("sched_getaffinity: {e}")))?;
+        let mut one = rustix::thread::CpuSet::new();
+        let n = cpu as usize;
+        if n >= rustix::thread::CpuSet::MAX_CPU || !all.is_set(n) {
+            return Err(ProbeError::Refused(format!(
+                "CPU {cpu} is not one this process may run on (taskset, a cgroup's cpuset?): name one with --cpu"
+            )));
+        }
+        one.set(n);
+        Ok(Pin { one, all })
+    }
+
+    fn hold(&self) -> Result<(), ProbeError> {
+        rustix::thread::sched_setaffinity(None, &self.one)
+            .map_err(|e| ProbeError::Failed(format!("sched_setaffinity: {e}")))
+    }
+
+    fn release(&self) -> Result<(), ProbeError> {
+        rustix::thread::sched_setaffinity(None, &self.all)
+            .map_err(|e| ProbeError::Failed(format!("sched_setaffinity: {e}")))
+    }
 }
 
 /// A progress bar with the time left, on a terminal only.

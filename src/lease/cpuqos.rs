@@ -109,11 +109,14 @@ impl CpuQos {
     /// neither the state lock nor a read.
     pub fn needs(&self, wanted: &BTreeMap<u32, u64>) -> bool {
         let held = self.held().any(|(c, _)| !wanted.contains_key(&c));
-        held || wanted.iter().any(|(cpu, &limit)| {
-            self.cpus
-                .get(cpu)
-                .is_none_or(|e| e.held.as_deref() != Some(target(&e.original, limit).as_str()))
-        })
+        held || (wanted.iter()).any(|(&cpu, &limit)| !self.holds_at(cpu, limit))
+    }
+
+    /// Whether `cpu` is held at what `limit` writes over its original:
+    /// nothing to write, nothing to read.
+    fn holds_at(&self, cpu: u32, limit: u64) -> bool {
+        (self.cpus.get(&cpu))
+            .is_some_and(|e| e.held.as_deref() == Some(target(&e.original, limit).as_str()))
     }
 
     /// Take in what another run told the lease through the state file,
@@ -211,9 +214,7 @@ impl CpuQos {
             .collect();
         for cpu in cpus {
             let want = wanted.get(&cpu).copied();
-            if let (Some(entry), Some(limit)) = (self.cpus.get(&cpu), want)
-                && entry.held.as_deref() == Some(target(&entry.original, limit).as_str())
-            {
+            if want.is_some_and(|limit| self.holds_at(cpu, limit)) {
                 continue;
             }
             let found = match read(sysfs, cpu) {

@@ -52,17 +52,12 @@ pub struct StatPoll {
 }
 
 impl StatPoll {
-    /// Whether `device` had I/O since the last look: a request completed
-    /// or one in flight. The first look at a device counts only what is in
-    /// flight. An unreadable `stat` (the disk going away) is no I/O, and
-    /// the next look compares with the last one read.
-    pub fn had_io(&mut self, sysfs: &Sysfs, device: &str) -> bool {
-        self.ios(sysfs, device) > 0
-    }
-
     /// How many I/Os `device` had since the last look: those completed,
     /// and those in flight now (a request in flight at two looks counts
-    /// at both: a lower bound would hold later, not wrongly).
+    /// at both: a lower bound would hold later, not wrongly). The first
+    /// look at a device counts only what is in flight. An unreadable
+    /// `stat` (the disk going away) is none, and the next look compares
+    /// with the last one read.
     pub fn ios(&mut self, sysfs: &Sysfs, device: &str) -> u64 {
         let Some(now) = self.read(sysfs, device).and_then(|t| parse(&t)) else {
             return 0;
@@ -112,25 +107,25 @@ mod tests {
         let mut p = StatPoll::default();
         // a 6.12 line: 17 fields
         set("  100 0 800 5   20 0 160 3   0  9 8   0 0 0 0   4 1\n");
-        assert!(!p.had_io(&sysfs, "sda"), "first look, nothing in flight");
-        assert!(!p.had_io(&sysfs, "sda"), "nothing since");
+        assert_eq!(p.ios(&sysfs, "sda"), 0, "first look, nothing in flight");
+        assert_eq!(p.ios(&sysfs, "sda"), 0, "nothing since");
         set("  101 0 808 5   20 0 160 3   0  9 8   0 0 0 0   4 1\n");
-        assert!(p.had_io(&sysfs, "sda"), "a read completed");
+        assert!(p.ios(&sysfs, "sda") > 0, "a read completed");
         set("  101 0 808 5   20 0 160 3   1  9 8   0 0 0 0   4 1\n");
-        assert!(p.had_io(&sysfs, "sda"), "one in flight");
+        assert!(p.ios(&sysfs, "sda") > 0, "one in flight");
         set("  101 0 808 5   20 0 160 3   0  9 8   0 0 0 0   5 1\n");
-        assert!(p.had_io(&sysfs, "sda"), "a flush completed");
+        assert!(p.ios(&sysfs, "sda") > 0, "a flush completed");
         // an old kernel's 11 fields
         let mut p = StatPoll::default();
         set("101 0 808 5 20 0 160 3 0 9 8\n");
-        assert!(!p.had_io(&sysfs, "sda"));
+        assert_eq!(p.ios(&sysfs, "sda"), 0);
         set("101 0 808 5 21 0 168 3 0 9 8\n");
-        assert!(p.had_io(&sysfs, "sda"), "a write completed");
-        assert!(!p.had_io(&sysfs, "sda"));
+        assert!(p.ios(&sysfs, "sda") > 0, "a write completed");
+        assert_eq!(p.ios(&sysfs, "sda"), 0);
         set("");
-        assert!(!p.had_io(&sysfs, "sda"));
+        assert_eq!(p.ios(&sysfs, "sda"), 0);
         set("101 0 808 5 22 0 176 3 0 9 8\n");
-        assert!(p.had_io(&sysfs, "sda"), "against the last line read");
-        assert!(!p.had_io(&sysfs, "nvme9n1"), "no such disk");
+        assert!(p.ios(&sysfs, "sda") > 0, "against the last line read");
+        assert_eq!(p.ios(&sysfs, "nvme9n1"), 0, "no such disk");
     }
 }
