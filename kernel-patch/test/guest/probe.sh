@@ -117,7 +117,9 @@ check_probe() {
 	probe_found $local_disk >/tmp/probe.found
 	measure "probe_setup table=$IDLE kernel=$MODE $(grep -c . /tmp/probe.found) values duration=${PROBE_SECS}s timeout=${PROBE_TIMEOUT_MS}ms"
 	t0=$(cut -d' ' -f1 /proc/uptime)
-	taskset -c 1 blkqos probe /dev/$local_disk --duration "$PROBE_SECS" --limits auto,0 \
+	# --cpu 1: the reads on CPU1 (the probe pins its reading thread, not
+	# the lease child, which a taskset here would pin beside them)
+	blkqos probe /dev/$local_disk --cpu 1 --duration "$PROBE_SECS" --limits auto,0 \
 		--timeout $PROBE_TIMEOUT_MS --json \
 		>/tmp/probe.json 2>/tmp/probe.err
 	rc=$?
@@ -177,7 +179,7 @@ probe_table() {
 	while [ -n "$(jget $a.configs.$i.label)" ]; do
 		c=$a.configs.$i
 		r=$c.vs_reference
-		measure "probe_config $(jget $c.label) runs=$(jget $c.runs) qd1_p50=$(jget $c.qd1.p50_us) qd1_p99=$(jget $c.qd1.p99_us) qd1_p999=$(jget $c.qd1.p999_us) iops=$(jget $c.iops) first_p90=$(jget $c.first.p90_us) first_p99=$(jget $c.first.p99_us) first_n=$(jget $c.first.samples) deep_res=$(jget $c.deep_residency) burst_deep_res=$(jget $c.burst_deep_residency) p99_ratio=$(jget $r.qd1_p99.ratio)[$(jget $r.qd1_p99.lo),$(jget $r.qd1_p99.hi)]$(jget $r.qd1_p99.called) first_ratio=$(jget $r.first_p90.ratio)[$(jget $r.first_p90.lo),$(jget $r.first_p90.hi)]$(jget $r.first_p90.called)"
+		measure "probe_config $(jget $c.label) runs=$(jget $c.runs) qd1_p50=$(jget $c.qd1.p50_us) qd1_p99=$(jget $c.qd1.p99_us) qd1_p999=$(jget $c.qd1.p999_us) p99_int=[$(jget $c.p99_interval_us.lo),$(jget $c.p99_interval_us.hi)] iops=$(jget $c.iops) first_p90=$(jget $c.first.p90_us) first_p99=$(jget $c.first.p99_us) first_n=$(jget $c.first.samples) deep_res=$(jget $c.deep_residency) burst_deep_res=$(jget $c.burst_deep_residency) p99_ratio=$(jget $r.qd1_p99.ratio)[$(jget $r.qd1_p99.lo),$(jget $r.qd1_p99.hi)]$(jget $r.qd1_p99.called) first_ratio=$(jget $r.first_p90.ratio)[$(jget $r.first_p90.lo),$(jget $r.first_p90.hi)]$(jget $r.first_p90.called)"
 		i=$((i + 1))
 	done
 	measure "probe_spread pairs=$(jget $a.spread.pairs) qd1_p99_pct=$(jget $a.spread.qd1_p99_pct) first_p90_pct=$(jget $a.spread.first_p90_pct) iops_pct=$(jget $a.spread.iops_pct)"
