@@ -278,7 +278,9 @@ pub enum Command {
         /// The profile whose rules name the disks when none is given
         #[arg(long, default_value = DEFAULT_PROFILE)]
         profile: PathBuf,
-        /// Seconds the measurement takes in all (at least 5 rounds)
+        /// Seconds the measurement aims at in all; never fewer than 5
+        /// rounds of every configuration twice (runs of 0.2 s at least,
+        /// each lease run starting a lease), which may take longer
         #[arg(long, default_value = "60", value_name = "SECONDS", value_parser = parse_duration_probe)]
         duration: Duration,
         /// The lease's limits to try, in us: "auto" is the profile's auto

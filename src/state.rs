@@ -32,6 +32,7 @@ pub const SCHEMA: u32 = 1;
 const STATE_FILE: &str = "state.json";
 const LOCK_FILE: &str = "lock";
 const LEASE_LOCK_FILE: &str = "lease.lock";
+const PROBE_LOCK_FILE: &str = "probe.lock";
 /// How long a run waits for another one's lock unless told otherwise
 /// (`--lock-timeout`): an apply takes milliseconds, one stuck in a kernel
 /// write or stopped must not hold every udev event and the boot unit.
@@ -247,6 +248,18 @@ impl StateDir {
     /// them back.
     pub fn try_lease_lock(&self) -> Result<Option<File>, StateError> {
         let (_, lock, path) = self.open_lock_file(LEASE_LOCK_FILE)?;
+        match lock.try_lock() {
+            Ok(()) => Ok(Some(lock)),
+            Err(fs::TryLockError::WouldBlock) => Ok(None),
+            Err(fs::TryLockError::Error(e)) => Err(io_err(&path)(e)),
+        }
+    }
+
+    /// The lock a running `blkqos probe` holds for its whole life, taken
+    /// without waiting: `None` when another probe holds it (two probes
+    /// would each take the other's holds for what they found).
+    pub fn try_probe_lock(&self) -> Result<Option<File>, StateError> {
+        let (_, lock, path) = self.open_lock_file(PROBE_LOCK_FILE)?;
         match lock.try_lock() {
             Ok(()) => Ok(Some(lock)),
             Err(fs::TryLockError::WouldBlock) => Ok(None),

@@ -315,15 +315,13 @@ fn on_a_kernel_with_the_knobs_the_probe_writes_them_and_puts_them_back() {
         return;
     }
     let (env, file, _) = env_abi(Some("intel_idle"), Abi::Queue);
-    // what apply left: the probe puts back what it found, and keeps no
-    // entry of its own
-    env.fx.put("block/vda/queue/cpu_lat_limit_us", "20");
+    env.fx.put("block/vda/queue/cpu_lat_timeout_ms", "7");
     let r = env.run(&["probe", file.to_str().unwrap(), "--duration", "1", "--json"]);
     let _ = std::fs::remove_file(&file);
     assert_eq!(r.code, 0, "{}", r.stderr);
     let d = &r.json()["devices"][0];
     assert_eq!(d["kernel_knobs"], true);
-    assert_eq!(knobs(&env), ("20".to_string(), "3".to_string()));
+    assert_eq!(knobs(&env), ("-1".to_string(), "7".to_string()));
     assert_eq!(
         values(&env),
         ["0", "0"],
@@ -357,4 +355,116 @@ fn after_a_sigkill_during_a_knob_hold_restore_puts_the_knobs_back() {
     let r = env.run(&["restore"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(knobs(&env), ("-1".to_string(), "3".to_string()));
+}
+
+/// Knobs someone holds: "deep" would be the kernel's lease at their
+/// limit, and the probe's put-back would take their value for the
+/// original (two probes at once left the knobs held, with nothing saved).
+#[test]
+fn knobs_someone_holds_are_not_probed_over() {
+    if !common::is_root("the probe runs as root") {
+        return;
+    }
+    let (env, file, _) = env_abi(Some("intel_idle"), Abi::Queue);
+    let f = file.to_str().unwrap();
+    env.fx.put("block/vda/queue/cpu_lat_limit_us", "20");
+    let r = env.run(&["probe", f, "--duration", "1"]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    r.assert_stderr_has("block/vda/queue/cpu_lat_limit_us is 20, not -1");
+    assert_eq!(knobs(&env), ("20".to_string(), "3".to_string()));
+    // apply's (or a killed probe's) saved entry: restore first
+    env.fx.put("block/vda/queue/cpu_lat_limit_us", "-1");
+    std::fs::create_dir_all(&env.state).unwrap();
+    let state = serde_json::json!({
+        "schema": 1,
+        "saved": { "block/vda/queue/cpu_lat_limit_us": { "original": "-1", "owners": ["vda"] } },
+        "rules": {}
+    });
+    std::fs::write(env.state.join("state.json"), state.to_string()).unwrap();
+    let r = env.run(&["probe", f, "--duration", "1"]);
+    let _ = std::fs::remove_file(&file);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    r.assert_stderr_has("`blkqos restore --device vda` first");
+}
+
+#[test]
+fn a_second_probe_on_the_same_state_is_refused() {
+    if !common::is_root("the probe runs as root") {
+        return;
+    }
+    let (env, file, _) = env_abi(Some("intel_idle"), Abi::Queue);
+    let f = file.to_str().unwrap();
+    let mut first = env
+        .cmd()
+        .args(["probe", f, "--duration", "60"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let end = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < end && !env.state.join("probe.lock").exists() {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let r = env.run(&["probe", f, "--duration", "1"]);
+    // SAFETY: kill(2) on the child's pid, which has not been waited for.
+    unsafe { libc::kill(first.id() as i32, libc::SIGTERM) };
+    first.wait().unwrap();
+    let _ = std::fs::remove_file(&file);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    r.assert_stderr_has("another blkqos probe is running");
+    assert_eq!(knobs(&env), ("-1".to_string(), "3".to_string()));
+}
+
+#[test]
+fn a_knob_that_cannot_be_put_back_keeps_its_saved_original_for_restore() {
+    if !common::is_root("the probe runs as root") {
+        return;
+    }
+    let (env, file, _) = env_abi(Some("intel_idle"), Abi::Queue);
+    // the second write to the timeout is the first put-back
+    let out = env
+        .faulty_cmd("cpu_lat_timeout_ms", "2", libc::EIO)
+        .args([
+            "probe",
+            file.to_str().unwrap(),
+            "--duration",
+            "1",
+            "--timeout",
+            "9",
+        ])
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_file(&file);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("`blkqos restore` puts them back"), "{err}");
+    assert_ne!(
+        knobs(&env).1,
+        "3",
+        "the timeout c1 or the lease wrote is left"
+    );
+    let saved = env.state_json()["saved"].clone();
+    assert_eq!(
+        saved["block/vda/queue/cpu_lat_timeout_ms"]["original"], "3",
+        "{saved:#}"
+    );
+    let r = env.run(&["restore"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(knobs(&env), ("-1".to_string(), "3".to_string()));
+}
+
+#[test]
+fn a_sparse_file_is_refused_it_would_be_read_without_io() {
+    if !common::is_root("the probe runs as root") {
+        return;
+    }
+    let (env, file, _) = env(Some("intel_idle"));
+    let f = std::fs::OpenOptions::new().write(true).open(&file).unwrap();
+    f.set_len(64 << 20).unwrap();
+    drop(f);
+    let r = env.run(&["probe", file.to_str().unwrap(), "--duration", "1"]);
+    let _ = std::fs::remove_file(&file);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    r.assert_stderr_has("has a hole or an unwritten (fallocated) extent at byte 1048576");
 }

@@ -73,6 +73,19 @@ pub fn probe(ctx: &Ctx, opts: &Options, out: &mut String) -> Result<u8, Error> {
         .into());
     }
     ctx.sysfs.check_tree()?;
+    let Some(_probe_lock) = ctx.state.try_probe_lock()? else {
+        return Err(ProbeError::Refused(format!(
+            "another blkqos probe is running on {}: each would take the other's holds for what it found",
+            ctx.state.dir().display()
+        ))
+        .into());
+    };
+    // a plot that cannot be written is said before the measurement, not
+    // after it (its content comes at the end)
+    let mut plot_file = match opts.plot {
+        Some(file) => Some(PlotFile::check(file)?),
+        None => None,
+    };
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, Arc::clone(&stop))
@@ -94,16 +107,53 @@ pub fn probe(ctx: &Ctx, opts: &Options, out: &mut String) -> Result<u8, Error> {
             human(p, out);
         }
     }
-    if let (Some(file), Some(p)) = (opts.plot, probed.iter().find(|p| p.analysis.is_some()))
+    if let (Some(file), Some(p)) = (&mut plot_file, probed.iter().find(|p| p.analysis.is_some()))
         && let Some(a) = &p.analysis
     {
         let title = format!("blkqos probe: {} ({})", p.name, p.path);
-        std::fs::write(file, plot::svg(a, &title)).map_err(|e| Error::Output {
-            path: file.to_path_buf(),
-            source: e,
-        })?;
+        file.write(&plot::svg(a, &title))?;
     }
     Ok(0)
+}
+
+/// The plot's file, checked before the measurement (a path that cannot
+/// be written is said before a minute is spent); one made for the check
+/// and never written is removed again.
+struct PlotFile {
+    path: PathBuf,
+    made: bool,
+    written: bool,
+}
+
+impl PlotFile {
+    fn check(path: &Path) -> Result<PlotFile, ProbeError> {
+        let made = !path.exists();
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .map_err(|e| ProbeError::Refused(format!("--plot {}: {e}", path.display())))?;
+        Ok(PlotFile {
+            path: path.to_path_buf(),
+            made,
+            written: false,
+        })
+    }
+
+    fn write(&mut self, svg: &str) -> Result<(), ProbeError> {
+        std::fs::write(&self.path, svg)
+            .map_err(|e| ProbeError::Failed(format!("--plot {}: {e}", self.path.display())))?;
+        self.written = true;
+        Ok(())
+    }
+}
+
+impl Drop for PlotFile {
+    fn drop(&mut self) {
+        if self.made && !self.written {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
 }
 
 /// What to read: the named devices or files, else each disk the
@@ -205,7 +255,7 @@ fn probe_one(
     };
     probed.reader_cpu = Some(reader_cpu);
     let pin = Pin::new(reader_cpu)?;
-    refuse_holders(ctx, &cpus)?;
+    refuse_holders(ctx, &cpus, &t.disk, &knob_paths)?;
     probed.configs = configs(ctx, opts, &probed.table, &cpus)?;
     let n = probed.configs.len() as u32 * REPS;
     let secs = opts.duration.as_secs_f64();
@@ -223,6 +273,8 @@ fn probe_one(
     let mut rng = fastrand::Rng::with_seed(0x5eed_b10c);
     let mut reader = Reader::new(t, rng.u64(..));
     let mut runs = Vec::new();
+    // per configuration: runs whose lease was never seen holding
+    let mut unheld = vec![0u32; probed.configs.len()];
     let mut progress = Progress::new(u64::from(rounds * n), opts.json);
     let measured = (|| -> Result<(), Error> {
         for round in 0..rounds {
@@ -240,7 +292,8 @@ fn probe_one(
                     pin.hold()?;
                     reader.warm(WARM, stop).map(|_| ()).map_err(read_error)
                 });
-                let run = held.and_then(|()| {
+                let run = held.and_then(|held| {
+                    unheld[c] += u32::from(!held);
                     measure(
                         &ctx.sysfs,
                         &mut reader,
@@ -270,6 +323,14 @@ fn probe_one(
     unpinned?;
     measured?;
     finished?;
+    for (c, n) in unheld.iter().enumerate().filter(|(_, n)| **n > 0) {
+        warnings.push(format!(
+            "{}: {}: blkqos lease held none of the CPUs in {n} of its {} runs within 5 s of reads (without the block tracepoint it sees I/O only every second): those runs are measured as they are",
+            t.disk,
+            probed.configs[c].label(),
+            rounds * REPS
+        ));
+    }
     probed.duration_secs = started.elapsed().as_secs_f64();
     probed.cpu_secs = own_cpu_secs() - cpu_before;
     let a = analyze(&probed.configs, &probed.table, &runs);
@@ -325,10 +386,11 @@ fn measure(
     })
 }
 
-/// A running lease or apply's static fallback on the same CPUs would be
-/// measured instead of the configuration, and would see its values
-/// changed under it: the probe does not start.
-fn refuse_holders(ctx: &Ctx, cpus: &[u32]) -> Result<(), Error> {
+/// A running lease, apply's static fallback on the same CPUs, or queue
+/// knobs someone holds would be measured instead of the configuration,
+/// and would see their values changed under them: the probe does not
+/// start, and says how to stop what holds.
+fn refuse_holders(ctx: &Ctx, cpus: &[u32], disk: &str, knob_paths: &[String]) -> Result<(), Error> {
     let dir = ctx.state.checked_dir()?;
     if let Some(p) = crate::lease::published::running(&dir) {
         let held: Vec<u32> = cpus
@@ -336,11 +398,13 @@ fn refuse_holders(ctx: &Ctx, cpus: &[u32]) -> Result<(), Error> {
             .copied()
             .filter(|c| p.cpus.contains_key(c))
             .collect();
+        let what = match held.is_empty() {
+            true => "runs on this state directory (one lease at a time)".to_string(),
+            false => format!("holds CPUs {} of {disk}", idle::format_cpus(&held)),
+        };
         return Err(ProbeError::Refused(format!(
-            "blkqos lease (pid {}) holds CPUs {} of this disk: stop it first (systemctl stop blkqos-lease, or kill {}); it puts them back",
-            p.pid,
-            idle::format_cpus(&held),
-            p.pid
+            "blkqos lease (pid {}) {what}: stop it first (systemctl stop blkqos-lease, or kill {}); it puts its CPUs back",
+            p.pid, p.pid
         ))
         .into());
     }
@@ -355,6 +419,26 @@ fn refuse_holders(ctx: &Ctx, cpus: &[u32]) -> Result<(), Error> {
             fixed.join(", ")
         ))
         .into());
+    }
+    // the kernel's lease at someone's limit: "deep" would not be deep
+    for p in knob_paths {
+        if state.saved.contains_key(p) {
+            return Err(ProbeError::Refused(format!(
+                "{p} is blkqos's (apply set it, or a probe was killed): `blkqos restore --device {disk}` first, and apply again after the probe"
+            ))
+            .into());
+        }
+        if p.ends_with(crate::abi::knobs::LIMIT)
+            && let Some(v) = ctx.sysfs.attr(p)
+            && v != crate::abi::knobs::OFF
+        {
+            return Err(ProbeError::Refused(format!(
+                "{p} is {v}, not {}: the kernel's lease holds {disk}'s CPUs at someone's limit; write {} there first",
+                crate::abi::knobs::OFF,
+                crate::abi::knobs::OFF
+            ))
+            .into());
+        }
     }
     Ok(())
 }

@@ -17,6 +17,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// The lease child's profile, in the state directory.
+const PROFILE: &str = "probe-profile.toml";
+
 /// How long a lease child gets to put its CPUs back after SIGTERM.
 const STOP_WAIT: Duration = Duration::from_secs(10);
 
@@ -27,6 +30,9 @@ pub enum Holder<'a> {
     Knobs {
         sysfs: &'a Sysfs,
         found: Vec<(String, String)>,
+        /// The found values are back (after the last `end`): only then
+        /// are the saved entries dropped.
+        back: bool,
     },
     /// `blkqos lease`, started for each configuration and stopped after.
     Lease {
@@ -50,6 +56,8 @@ pub fn knob_paths(queues: &[(String, Abi)]) -> Vec<String> {
 impl<'a> Holder<'a> {
     /// The knobs of `paths`: their values are saved in the state (for
     /// `restore`, should the probe be killed) before anything is written.
+    /// The caller has refused a disk whose knobs are someone's already
+    /// (a saved entry, a limit on).
     pub fn knobs(
         sysfs: &'a Sysfs,
         state: &StateDir,
@@ -65,20 +73,21 @@ impl<'a> Holder<'a> {
         }
         let mut locked = state.lock()?;
         for (p, v) in &found {
-            // apply's own entry keeps apply's original (what restore must
-            // put back); the probe writes back what it found either way
-            locked
-                .state
-                .saved
-                .entry(p.clone())
-                .or_insert_with(|| Saved {
+            locked.state.saved.insert(
+                p.clone(),
+                Saved {
                     original: v.clone(),
                     owners: BTreeSet::from([disk.to_string()]),
                     written: None,
-                });
+                },
+            );
         }
         locked.save()?;
-        Ok(Holder::Knobs { sysfs, found })
+        Ok(Holder::Knobs {
+            sysfs,
+            found,
+            back: true,
+        })
     }
 
     pub fn lease(
@@ -97,16 +106,16 @@ impl<'a> Holder<'a> {
         })
     }
 
-    /// Hold as `config` says; `warm` reads for a while and says whether
-    /// the disk still has I/O to give (the lease holds only once it sees
-    /// some).
+    /// Hold as `config` says; `warm` reads for a while (the lease holds
+    /// only once it sees I/O). Whether the hold was seen: a lease that
+    /// did not hold within 5 s of reads is measured as it is, and said.
     pub fn begin(
         &mut self,
         config: &Config,
         mut warm: impl FnMut() -> Result<(), ProbeError>,
-    ) -> Result<(), ProbeError> {
+    ) -> Result<bool, ProbeError> {
         let (limit, timeout) = match *config {
-            Config::Deep => return Ok(()),
+            Config::Deep => return warm().map(|()| true),
             // held for the run: the longest gap between reads is 32 ms
             Config::C1 { limit_us } => (limit_us, 1000),
             Config::Lease {
@@ -116,7 +125,8 @@ impl<'a> Holder<'a> {
             } => (limit_us, timeout_ms),
         };
         match self {
-            Holder::Knobs { sysfs, found } => {
+            Holder::Knobs { sysfs, found, back } => {
+                *back = false;
                 for (p, _) in found.iter() {
                     let v = match p.ends_with(knobs::LIMIT) {
                         true => limit.to_string(),
@@ -126,7 +136,7 @@ impl<'a> Holder<'a> {
                         .write(p, &v)
                         .map_err(|e| ProbeError::Failed(format!("{p}: cannot write {v}: {e}")))?;
                 }
-                warm()
+                warm().map(|()| true)
             }
             Holder::Lease {
                 state,
@@ -136,7 +146,7 @@ impl<'a> Holder<'a> {
                 dir,
                 sysfs,
             } => {
-                let profile = dir.join("probe-profile.toml");
+                let profile = dir.join(PROFILE);
                 write_profile(&profile, disk, limit, timeout)?;
                 let log = dir.join("probe-lease.log");
                 let out = fs::File::create(&log)
@@ -168,7 +178,7 @@ impl<'a> Holder<'a> {
                             .any(|c| p.cpus.get(c).is_some_and(|l| l.limit_us == Some(limit)))
                     });
                     if holds {
-                        return Ok(());
+                        return Ok(true);
                     }
                     if let Some(c) = child.as_mut()
                         && let Ok(Some(status)) = c.try_wait()
@@ -180,11 +190,7 @@ impl<'a> Holder<'a> {
                         )));
                     }
                     if start.elapsed() > Duration::from_secs(5) {
-                        log::warn!(
-                            "{disk}: blkqos lease at {limit} us holds none of CPUs {} after 5 s of reads; measured as it is",
-                            crate::idle::format_cpus(cpus)
-                        );
-                        return Ok(());
+                        return Ok(false);
                     }
                 }
             }
@@ -195,7 +201,7 @@ impl<'a> Holder<'a> {
     /// puts its CPUs back).
     pub fn end(&mut self) -> Result<(), ProbeError> {
         match self {
-            Holder::Knobs { sysfs, found } => {
+            Holder::Knobs { sysfs, found, back } => {
                 let mut failed = Vec::new();
                 // the timeout first: a limit put back to off must not
                 // meet a timeout still at the probe's
@@ -204,9 +210,13 @@ impl<'a> Holder<'a> {
                         failed.push(format!("{p}: cannot put {v:?} back: {e}"));
                     }
                 }
+                *back = failed.is_empty();
                 match failed.is_empty() {
                     true => Ok(()),
-                    false => Err(ProbeError::Failed(failed.join("; "))),
+                    false => Err(ProbeError::Failed(format!(
+                        "{}; their originals stay saved: `blkqos restore` puts them back",
+                        failed.join("; ")
+                    ))),
                 }
             }
             Holder::Lease { child, dir, .. } => {
@@ -247,14 +257,15 @@ impl<'a> Holder<'a> {
     /// made are dropped (their values are back), the lease's files removed.
     pub fn finish(self, state: &StateDir, disk: &str) -> Result<(), ProbeError> {
         match self {
-            Holder::Knobs { found, .. } => {
+            // a value not put back keeps its entry, for `restore`
+            Holder::Knobs { found, back, .. } => {
+                if !back {
+                    return Ok(());
+                }
                 let mut locked = state.lock()?;
                 for (p, v) in &found {
                     let ours = locked.state.saved.get(p).is_some_and(|s| {
-                        s.original == *v
-                            && s.written.is_none()
-                            && s.owners.len() == 1
-                            && s.owners.contains(disk)
+                        s.original == *v && s.owners.len() == 1 && s.owners.contains(disk)
                     });
                     if ours {
                         locked.state.saved.remove(p);
@@ -264,7 +275,7 @@ impl<'a> Holder<'a> {
                 Ok(())
             }
             Holder::Lease { dir, .. } => {
-                let _ = fs::remove_file(dir.join("probe-profile.toml"));
+                let _ = fs::remove_file(dir.join(PROFILE));
                 let _ = fs::remove_file(dir.join("probe-lease.log"));
                 Ok(())
             }
@@ -279,7 +290,20 @@ fn write_profile(path: &Path, disk: &str, limit: u64, timeout: u64) -> Result<()
          [defaults]\nfallback = \"none\"\n\n[[rule]]\nname = \"probe\"\n\
          match = {{ name = \"{disk}\" }}\ncpu_lat_limit_us = {limit}\ncpu_lat_timeout_ms = {timeout}\n"
     );
-    let _ = fs::remove_file(path);
+    // a run killed before it removed its profile left it; anything else
+    // there is not the probe's to remove
+    match fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_file() => {
+            let _ = fs::remove_file(path);
+        }
+        Ok(_) => {
+            return Err(ProbeError::Failed(format!(
+                "{}: not a regular file; the probe writes its lease's profile there: remove it",
+                path.display()
+            )));
+        }
+        Err(_) => {}
+    }
     fs::OpenOptions::new()
         .write(true)
         .create_new(true)

@@ -30,7 +30,7 @@ pub fn reference(stats: &[ConfigStats], c1: Option<usize>) -> Option<(usize, Str
             && (stats[*i].vs_reference.qd1_p99).is_some_and(|r| r.called && r.ratio < 1.0)
     };
     let Some((best, us)) = lowest(&mut (0..stats.len()).filter(beats_c1)) else {
-        let why = "c1: every state deeper than the shallowest halting state held off, \
+        let why = "every state deeper than the shallowest halting state held off, \
                    the lowest latency a limit buys without polling"
             .to_string();
         return Some((c1, why));

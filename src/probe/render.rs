@@ -76,6 +76,30 @@ pub fn render_table_styled(a: &Analysis, states: &[TableState], style: Style) ->
         "answer: {}",
         escape_control(&answer_sentence(&a.answer))
     );
+    if matches!(a.answer, Answer::TooNoisy { .. }) {
+        // the tail is what a host's stalls move most; the median and the
+        // rate of reads still say where a lease pays, if not how much
+        let reference =
+            (a.configs.iter()).find(|c| a.reference.as_deref() == Some(c.label.as_str()));
+        let p50 = |c: &ConfigStats| c.qd1.as_ref().map(|q| q.p50_us);
+        for c in (a.configs.iter()).filter(|c| a.reference.as_deref() != Some(c.label.as_str())) {
+            if let (Some(r), Some(mine), Some(theirs)) =
+                (c.vs_reference.iops, p50(c), reference.and_then(p50))
+            {
+                let _ = writeln!(
+                    out,
+                    "  {}: IOPS {}{}, QD1 p50 {mine:.1} us against {theirs:.1}",
+                    escape_control(&c.label),
+                    ratio_text(&r),
+                    if r.called { " *" } else { "" }
+                );
+            }
+        }
+        let _ = writeln!(
+            out,
+            "  longer runs steady the tail: --duration 600 runs each configuration for about ten times as long"
+        );
+    }
     out
 }
 

@@ -123,12 +123,21 @@ fn a_noisy_host_is_too_noisy_to_tell() {
         host_noise: 0.15,
         ..PLAN
     };
-    let a = run(&machines::icelake(), plan);
+    let m = machines::icelake();
+    let a = run(&m, plan);
     assert!(a.noisy, "{:?}", a.spread);
     match a.answer {
         Answer::TooNoisy { spread_pct } => assert!(spread_pct > 10.0, "{spread_pct}"),
-        other => panic!("{other:?}"),
+        ref other => panic!("{other:?}"),
     }
+    // what the median and the rate of reads say anyway, and how to do better
+    let t = crate::probe::render_table(&a, &m.table);
+    assert!(t.contains("  deep: IOPS x"), "{t}");
+    assert!(
+        !t.contains("  c1: IOPS"),
+        "the reference is not compared with itself: {t}"
+    );
+    assert!(t.contains("--duration 600"), "{t}");
 }
 
 /// On a loaded host deep's interval may clear the bound by luck (a CI

@@ -8,6 +8,10 @@ use std::path::{Path, PathBuf};
 /// The read size, and the alignment O_DIRECT wants of offsets and buffers.
 pub const BLOCK: usize = 4096;
 
+/// The smallest target: random reads over less hit the disk's (or a
+/// host's) cache, not its media.
+pub const MIN_SIZE: u64 = 1 << 20;
+
 /// An opened target.
 pub struct Target {
     pub path: PathBuf,
@@ -83,6 +87,19 @@ pub fn open(
         FileType::RegularFile => {
             // st_size is i64 and never negative for a regular file
             let size = u64::try_from(st.st_size).unwrap_or(0);
+            // a hole or an unwritten (fallocated) extent reads as zeros
+            // without any I/O: the probe would time the page allocator
+            if let Ok(hole) = rustix::fs::seek(&fd, rustix::fs::SeekFrom::Hole(0))
+                && hole < size
+            {
+                return Err(refused(
+                    path,
+                    format!(
+                        "has a hole or an unwritten (fallocated) extent at byte {hole}: reads there return zeros without I/O; write it for real first (dd if=/dev/urandom of={} bs=1M count=256 oflag=direct)",
+                        path.display()
+                    ),
+                ));
+            }
             (
                 size,
                 rustix::fs::major(st.st_dev),
@@ -100,19 +117,22 @@ pub fn open(
         }
     };
     let size = size - size % BLOCK as u64;
-    if size < 16 * BLOCK as u64 {
+    if size < MIN_SIZE {
         return Err(refused(
             path,
             format!(
-                "has {size} bytes; the probe wants at least {} to read at random",
-                16 * BLOCK
+                "has {size} bytes; the probe wants at least {MIN_SIZE} to read at random (a small file is served from the disk's cache)"
             ),
         ));
     }
     let disk = sysfs_disk(major, minor).ok_or_else(|| {
+        let fs = match major {
+            0 => "a file system without a disk: tmpfs, overlay, a network file system",
+            _ => "no disk in /sys/dev/block",
+        };
         refused(
             path,
-            format!("lives on device {major}:{minor}, which is no disk in /sys/dev/block (an overlay or network file system?)"),
+            format!("lives on device {major}:{minor} ({fs}): name a file on a disk's file system"),
         )
     })?;
     Ok(Target {

@@ -178,7 +178,7 @@ mod tests {
     fn reads_a_regular_file_at_aligned_offsets() {
         let dir = tempfile::tempdir_in(env!("CARGO_MANIFEST_DIR")).unwrap();
         let path = dir.path().join("data");
-        std::fs::write(&path, vec![7u8; 64 * BLOCK]).unwrap();
+        std::fs::write(&path, vec![7u8; 256 * BLOCK]).unwrap();
         let t = match super::super::target::open(&path, |_, _| Some("x".to_string())) {
             Ok(t) => t,
             // a file system without O_DIRECT (tmpfs) refuses, as it should
@@ -187,7 +187,7 @@ mod tests {
                 return;
             }
         };
-        assert_eq!(t.size, 64 * BLOCK as u64);
+        assert_eq!(t.size, 256 * BLOCK as u64);
         let stop = AtomicBool::new(false);
         let mut r = Reader::new(&t, 1);
         let (lat, secs) = r.qd1(Duration::from_millis(20), &stop).unwrap();
