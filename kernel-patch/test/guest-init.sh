@@ -5,6 +5,8 @@
 # Settings come from the kernel command line: blkqos.mode=psd (the
 # patched kernel) or blkqos.mode=nopsd (CONFIG_CPU_LATENCY_LEASE=n);
 # blkqos.only=hotpath skips the checks and only measures the hot path,
+# blkqos.only=probe runs only blkqos probe (guest/probe.sh, on the table
+# blkqos_test.idle= names),
 # blkqos.only=lapse runs only the lapse checks, blkqos.only=nvme only
 # the NVMe topology checks (guest/nvme.sh);
 # blkqos.hotpath_ios=N sets its I/O count, blkqos.hotpath_reps=N its
@@ -76,8 +78,9 @@ NULLB=/sys/kernel/config/nullb
 # lib (helpers), abi (the knobs), lease (the kernel's lease), udev (blkqos
 # on the kernel), bench (measurements), ulease (the lease from user space),
 # nvme (the real NVMe topology: QEMU-emulated controllers, multipath, md,
-# dm). What each boot runs is below, in one place.
-for family in lib abi lease udev bench ulease nvme; do
+# dm), probe (blkqos probe on the test driver's tables). What each boot
+# runs is below, in one place.
+for family in lib abi lease udev bench ulease nvme probe; do
 	. /etc/guest/$family.sh
 done
 expect idle-driver "$(cat $CPUIDLE/current_driver)" = blkqos_test
@@ -136,6 +139,7 @@ tick) only check_tick ;;
 kunit) only check_kunit_modules ;;
 renewals) only check_renewals ;;
 ulease) only check_user_lease ;;
+probe) only check_probe ;;
 hotpath) only hotpath_checks ;;
 bench) only bench_checks ;;
 esac
