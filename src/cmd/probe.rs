@@ -507,7 +507,7 @@ fn human(p: &Probed, out: &mut String) {
     }
     let _ = writeln!(
         out,
-        "{} rounds of {} runs of {:.2} s in {:.0} s; the probe's own CPU time {:.1} s",
+        "{} rounds of {} runs of {:.2} s in {:.0} s; CPU time {:.1} s (the probe's and its leases')",
         p.rounds,
         p.configs.len() as u32 * REPS,
         p.run_secs,
