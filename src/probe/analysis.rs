@@ -42,8 +42,9 @@ pub struct Analysis {
     pub configs: Vec<ConfigStats>,
     /// The largest of the configurations' A/A spreads.
     pub spread: Spread,
-    /// The reference's own A/A spread of QD1 p99 is over 10 %: the
-    /// yardstick moves more than most effects worth a lease.
+    /// The reference's own A/A spread of QD1 p99 (pooled, or its median
+    /// pair of runs) is over 10 %: the yardstick moves more than most
+    /// effects worth a lease.
     pub noisy: bool,
     pub answer: Answer,
 }
@@ -108,15 +109,18 @@ pub struct Ratio {
     pub called: bool,
 }
 
-/// How far two runs of the same configuration in the same round land
-/// apart: the largest |ln(rep0 / rep1)| over all pairs, as a percentage
-/// (exp(x) - 1); `None` without a pair.
+/// How far the same configuration measured twice lands from itself: its
+/// first runs of each round pooled against its second runs pooled, each
+/// statistic as the ratios take it, as a percentage (exp(|ln a/b|) - 1);
+/// and, apart, the median over rounds of the difference between the two
+/// single runs' QD1 p99 (how unsteady one run is). `None` without a pair.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Spread {
     pub pairs: usize,
     pub qd1_p99_pct: Option<f64>,
     pub first_p90_pct: Option<f64>,
     pub iops_pct: Option<f64>,
+    pub run_qd1_p99_pct: Option<f64>,
 }
 
 /// What to put in the profile.

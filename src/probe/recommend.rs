@@ -68,6 +68,15 @@ fn within(s: &ConfigStats) -> bool {
     r.qd1_p99.as_ref().is_some_and(ok) && r.first_p90.as_ref().map_or(s.first.is_none(), ok)
 }
 
+/// Whether a reference with A/A spread `s` is too unsteady to measure
+/// against: its two pooled halves, or its typical pair of runs, over 10 %.
+pub fn noisy(s: &Spread) -> bool {
+    [s.qd1_p99_pct, s.run_qd1_p99_pct]
+        .into_iter()
+        .flatten()
+        .any(|p| p > NOISY * 100.0)
+}
+
 /// The answer, from ratios against the reference, whose own A/A spread is
 /// `spread`: deep within bound wins
 /// (nothing to buy); else the loosest lease within bound; else too noisy
@@ -86,7 +95,10 @@ pub fn answer(stats: &[ConfigStats], spread: &Spread) -> Answer {
     // than a lease buys on most machines: an interval that happens to
     // clear the bound says nothing (a loaded CI host gave deep "within
     // 5 %" at an A/A spread of 236 %)
-    if spread.qd1_p99_pct.is_some_and(|p| p > NOISY * 100.0) {
+    if noisy(spread) {
+        let spread_pct = [spread_pct, spread.run_qd1_p99_pct.unwrap_or(0.0)]
+            .into_iter()
+            .fold(0.0, f64::max);
         return Answer::TooNoisy { spread_pct };
     }
     let deep = (stats.iter()).find(|s| s.config == Config::Deep && s.qd1.is_some());
