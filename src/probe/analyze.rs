@@ -52,7 +52,7 @@ pub fn analyze_with(
     let yardstick = chosen
         .as_ref()
         .map_or_else(Spread::default, |(r, _)| stats[*r].spread.clone());
-    let answer = recommend::answer(&stats, &yardstick);
+    let answer = recommend::answer(&stats, chosen.as_ref().map(|(r, _)| *r), &yardstick);
     let (reference, reference_why) = match chosen {
         Some((r, why)) => (Some(stats[r].label.clone()), why),
         None => (None, "no configuration has QD1 samples".to_string()),

@@ -81,7 +81,7 @@ pub fn noisy(s: &Spread) -> bool {
 /// `spread`: deep within bound wins
 /// (nothing to buy); else the loosest lease within bound; else too noisy
 /// to tell where the A/A spread is over the bound; else none reaches it.
-pub fn answer(stats: &[ConfigStats], spread: &Spread) -> Answer {
+pub fn answer(stats: &[ConfigStats], reference: Option<usize>, spread: &Spread) -> Answer {
     if stats.iter().all(|s| s.qd1.is_none()) {
         return Answer::NoData {
             why: "no configuration has QD1 samples".to_string(),
@@ -91,11 +91,37 @@ pub fn answer(stats: &[ConfigStats], spread: &Spread) -> Answer {
         .into_iter()
         .flatten()
         .fold(0.0, f64::max);
-    // runs of one configuration that disagree with each other by more
-    // than a lease buys on most machines: an interval that happens to
-    // clear the bound says nothing (a loaded CI host gave deep "within
-    // 5 %" at an A/A spread of 236 %)
+    // a reference that moves by itself more than a lease buys on most
+    // machines: an interval that happens to clear the bound says nothing
+    // (a loaded CI host gave deep "within 5 %" at an A/A spread of 236 %).
+    // What still stands is a limit that is the reference itself, every
+    // looser configuration (and deep) worse by a called difference: the
+    // polling a haltpoll guest needs, plain however noisy its host
     if noisy(spread) {
+        let plain = reference.and_then(|r| {
+            let limit = stats[r].config.limit_us()?;
+            let worse = |s: &ConfigStats| {
+                let r = &s.vs_reference;
+                [r.qd1_p99, r.first_p90]
+                    .into_iter()
+                    .flatten()
+                    .any(|x| x.called && x.ratio > 1.0)
+            };
+            let looser = |s: &&ConfigStats| match s.config {
+                Config::Deep => true,
+                Config::Lease { limit_us, .. } | Config::C1 { limit_us } => limit_us > limit,
+            };
+            let measured = |s: &&ConfigStats| s.qd1.is_some();
+            (stats.iter().filter(measured).filter(looser).all(worse)).then(|| Answer::Limit {
+                limit_us: limit,
+                label: stats[r].label.clone(),
+                p99_ratio: stats[r].vs_reference.qd1_p99.unwrap_or(ONE),
+                first_ratio: stats[r].vs_reference.first_p90,
+            })
+        });
+        if let Some(a) = plain {
+            return a;
+        }
         let spread_pct = [spread_pct, spread.run_qd1_p99_pct.unwrap_or(0.0)]
             .into_iter()
             .fold(0.0, f64::max);
