@@ -300,8 +300,6 @@ pub enum Command {
         /// (default: the last of them)
         #[arg(long, value_name = "N")]
         cpu: Option<u32>,
-        #[command(flatten)]
-        no_lock: NoLock,
     },
     /// Live view: per disk IOPS and the limit in force, per CPU the share of
     /// time in each idle state and the lease, disks and CPUs scanned again

@@ -264,6 +264,12 @@ fn sigterm_during_a_hold_puts_the_cpus_back_and_says_so() {
     let (on, ticker) = io_ticker(&env, &disk);
     let child = spawn_probe(&env, &file);
     let held = until_held(&env);
+    // its lease is one apply, restore and status know for a running lease
+    // (by its command name, though it runs from /proc/self/exe)
+    let published: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(env.state.join("lease.json")).unwrap())
+            .unwrap();
+    let comm = std::fs::read_to_string(format!("/proc/{}/comm", published["pid"])).unwrap();
     // SAFETY: kill(2) on the child's pid, which has not been waited for.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let out = child.wait_with_output().unwrap();
@@ -271,6 +277,7 @@ fn sigterm_during_a_hold_puts_the_cpus_back_and_says_so() {
     ticker.join().unwrap();
     let _ = std::fs::remove_file(&file);
     assert!(held, "no CPU was ever held");
+    assert_eq!(comm.trim_end(), "blkqos");
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("stopped by a signal"), "{err}");

@@ -91,6 +91,10 @@ pub fn lease(ctx: &Ctx, opts: &Options) -> Result<u8, Error> {
         // go back; a parent already gone is not waited for
         rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::TERM))
             .map_err(|e| Error::Usage(format!("cannot follow process {parent}: {e}")))?;
+        // started through /proc/self/exe, its command name is "exe":
+        // apply, restore and status know a running lease by "blkqos"
+        rustix::thread::set_name(c"blkqos")
+            .map_err(|e| Error::Usage(format!("cannot name this process: {e}")))?;
         let ppid = rustix::process::getppid().map(|p| p.as_raw_nonzero().get() as u32);
         if ppid != Some(parent) {
             return Err(Error::Usage(format!(

@@ -17,6 +17,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// The lease child's program: the running binary itself.
+pub const SELF: &str = "/proc/self/exe";
+
 /// The lease child's profile, in the state directory.
 const PROFILE: &str = "probe-profile.toml";
 
@@ -151,9 +154,9 @@ impl<'a> Holder<'a> {
                 let log = dir.join("probe-lease.log");
                 let out = fs::File::create(&log)
                     .map_err(|e| ProbeError::Failed(format!("{}: {e}", log.display())))?;
-                let exe = std::env::current_exe()
-                    .map_err(|e| ProbeError::Failed(format!("this program's path: {e}")))?;
-                let spawned = Command::new(exe)
+                // this very binary (its inode, even if a package upgrade
+                // replaced the file at its path), never a shell
+                let spawned = Command::new(SELF)
                     .arg("--sysfs")
                     .arg(sysfs.root())
                     .arg("--state-dir")
