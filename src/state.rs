@@ -247,19 +247,20 @@ impl StateDir {
     /// held, the state's `leases` are that process's: no other run puts
     /// them back.
     pub fn try_lease_lock(&self) -> Result<Option<File>, StateError> {
-        let (_, lock, path) = self.open_lock_file(LEASE_LOCK_FILE)?;
-        match lock.try_lock() {
-            Ok(()) => Ok(Some(lock)),
-            Err(fs::TryLockError::WouldBlock) => Ok(None),
-            Err(fs::TryLockError::Error(e)) => Err(io_err(&path)(e)),
-        }
+        self.try_lock_file(LEASE_LOCK_FILE)
     }
 
     /// The lock a running `blkqos probe` holds for its whole life, taken
     /// without waiting: `None` when another probe holds it (two probes
     /// would each take the other's holds for what they found).
     pub fn try_probe_lock(&self) -> Result<Option<File>, StateError> {
-        let (_, lock, path) = self.open_lock_file(PROBE_LOCK_FILE)?;
+        self.try_lock_file(PROBE_LOCK_FILE)
+    }
+
+    /// The lock file `name`, locked without waiting; `None` when another
+    /// process holds it.
+    fn try_lock_file(&self, name: &str) -> Result<Option<File>, StateError> {
+        let (_, lock, path) = self.open_lock_file(name)?;
         match lock.try_lock() {
             Ok(()) => Ok(Some(lock)),
             Err(fs::TryLockError::WouldBlock) => Ok(None),
@@ -516,9 +517,15 @@ fn holder_pid(lock: &File) -> Option<u32> {
 /// /proc/PID/stat, after the command name, which may hold blanks and
 /// parentheses); None when it does not exist.
 fn start_time(pid: u32) -> Option<u64> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    proc_stat(&pid.to_string())?.get(19)?.parse().ok()
+}
+
+/// The fields of `/proc/WHO/stat` after the command name (which may hold
+/// spaces and parentheses): field 3 of proc(5) is the first.
+pub fn proc_stat(who: &str) -> Option<Vec<String>> {
+    let stat = fs::read_to_string(format!("/proc/{who}/stat")).ok()?;
     let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_whitespace().nth(19)?.parse().ok()
+    Some(rest.split_whitespace().map(str::to_string).collect())
 }
 
 /// Temporary files of runs killed while saving. Only the holder of the

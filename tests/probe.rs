@@ -201,13 +201,7 @@ fn apply_s_static_fallback_on_the_cpus_is_not_probed_over() {
     }
     let (env, file, _) = env(Some("intel_idle"));
     env.fx.put(&resume(0), "20");
-    std::fs::create_dir_all(&env.state).unwrap();
-    let state = serde_json::json!({
-        "schema": 1,
-        "saved": { resume(0): { "original": "0", "owners": ["vda"] } },
-        "rules": { "vda": "static" }
-    });
-    std::fs::write(env.state.join("state.json"), state.to_string()).unwrap();
+    saved_for_vda(&env, &resume(0), "0");
     let r = env.run(&["probe", file.to_str().unwrap(), "--duration", "1"]);
     let _ = std::fs::remove_file(&file);
     assert_eq!(r.code, 2, "{}", r.stderr);
@@ -232,11 +226,11 @@ fn spawn_probe(env: &Env, file: &std::path::Path) -> Child {
         .unwrap()
 }
 
-/// Wait (at most 20 s) until a CPU is held; false if none ever was.
-fn until_held(env: &Env) -> bool {
-    let end = Instant::now() + Duration::from_secs(20);
+/// Wait (at most `secs`) until `ok` holds; false if it never did.
+fn until(secs: u64, mut ok: impl FnMut() -> bool) -> bool {
+    let end = Instant::now() + Duration::from_secs(secs);
     while Instant::now() < end {
-        if values(env) != ["0", "0"] {
+        if ok() {
             return true;
         }
         std::thread::sleep(Duration::from_millis(5));
@@ -244,15 +238,25 @@ fn until_held(env: &Env) -> bool {
     false
 }
 
+/// Wait (at most 20 s) until a CPU is held; false if none ever was.
+fn until_held(env: &Env) -> bool {
+    until(20, || values(env) != ["0", "0"])
+}
+
 fn until_found(env: &Env) -> bool {
-    let end = Instant::now() + Duration::from_secs(15);
-    while Instant::now() < end {
-        if values(env) == ["0", "0"] {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    false
+    until(15, || values(env) == ["0", "0"])
+}
+
+/// A state file that saved `path`'s original for vda, as apply (or a
+/// killed probe) leaves it.
+fn saved_for_vda(env: &Env, path: &str, original: &str) {
+    std::fs::create_dir_all(&env.state).unwrap();
+    let state = serde_json::json!({
+        "schema": 1,
+        "saved": { path: { "original": original, "owners": ["vda"] } },
+        "rules": {}
+    });
+    std::fs::write(env.state.join("state.json"), state.to_string()).unwrap();
 }
 
 #[test]
@@ -351,10 +355,7 @@ fn after_a_sigkill_during_a_knob_hold_restore_puts_the_knobs_back() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let end = Instant::now() + Duration::from_secs(20);
-    while Instant::now() < end && knobs(&env).0 == "-1" {
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    until(20, || knobs(&env).0 != "-1");
     child.kill().unwrap();
     child.wait().unwrap();
     let _ = std::fs::remove_file(&file);
@@ -381,13 +382,7 @@ fn knobs_someone_holds_are_not_probed_over() {
     assert_eq!(knobs(&env), ("20".to_string(), "3".to_string()));
     // apply's (or a killed probe's) saved entry: restore first
     env.fx.put("block/vda/queue/cpu_lat_limit_us", "-1");
-    std::fs::create_dir_all(&env.state).unwrap();
-    let state = serde_json::json!({
-        "schema": 1,
-        "saved": { "block/vda/queue/cpu_lat_limit_us": { "original": "-1", "owners": ["vda"] } },
-        "rules": {}
-    });
-    std::fs::write(env.state.join("state.json"), state.to_string()).unwrap();
+    saved_for_vda(&env, "block/vda/queue/cpu_lat_limit_us", "-1");
     let r = env.run(&["probe", f, "--duration", "1"]);
     let _ = std::fs::remove_file(&file);
     assert_eq!(r.code, 2, "{}", r.stderr);
@@ -408,10 +403,7 @@ fn a_second_probe_on_the_same_state_is_refused() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let end = Instant::now() + Duration::from_secs(20);
-    while Instant::now() < end && !env.state.join("probe.lock").exists() {
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    until(20, || env.state.join("probe.lock").exists());
     std::thread::sleep(Duration::from_millis(200));
     let r = env.run(&["probe", f, "--duration", "1"]);
     // SAFETY: kill(2) on the child's pid, which has not been waited for.

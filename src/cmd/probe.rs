@@ -290,7 +290,7 @@ fn probe_one(
                 pin.release()?;
                 let held = holder.begin(config, || {
                     pin.hold()?;
-                    reader.warm(WARM, stop).map(|_| ()).map_err(read_error)
+                    reader.warm(WARM, stop).map_err(read_error)
                 });
                 let run = held.and_then(|held| {
                     unheld[c] += u32::from(!held);
@@ -535,10 +535,7 @@ fn human(p: &Probed, out: &mut String) {
 /// The user + system CPU time of this process and of the lease children
 /// it waited for, in seconds.
 fn own_cpu_secs() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    // the fields after the command name, which may hold spaces
-    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
-    let f: Vec<&str> = rest.split_whitespace().collect();
+    let f = crate::state::proc_stat("self").unwrap_or_default();
     let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
     // utime, stime, cutime, cstime are fields 14 to 17 (11 to 14 after
     // the name), in USER_HZ, which is 100 on Linux

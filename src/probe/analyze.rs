@@ -317,21 +317,18 @@ fn spread(each: &[Spread]) -> Spread {
 /// vCPU) would make every difference too small to call, where the
 /// pooled statistics hardly move.
 fn spread_of(m: &Measured) -> Spread {
-    let mut rounds: BTreeMap<u32, [bool; 2]> = BTreeMap::new();
-    for r in &m.runs {
-        if let Some(slot) = rounds.entry(r.round).or_default().get_mut(r.rep as usize) {
-            *slot = true;
-        }
-    }
-    let pairs = rounds.values().filter(|r| r[0] && r[1]).count();
-    // and how far two single runs of a round land apart, typically (the
-    // median pair: one stalled run does not make the machine noisy)
     let mut by_round: BTreeMap<u32, [Option<usize>; 2]> = BTreeMap::new();
     for (i, r) in m.runs.iter().enumerate() {
         if let Some(slot) = by_round.entry(r.round).or_default().get_mut(r.rep as usize) {
             *slot = Some(i);
         }
     }
+    let pairs = by_round
+        .values()
+        .filter(|r| r[0].is_some() && r[1].is_some())
+        .count();
+    // and how far two single runs of a round land apart, typically (the
+    // median pair: one stalled run does not make the machine noisy)
     let run_p99 = |i: usize| stats::percentile(&m.qd1_sorted[i], 0.99).map(f64::from);
     let mut run_diffs: Vec<f64> = (by_round.into_values())
         .filter_map(|[a, b]| {

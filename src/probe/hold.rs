@@ -13,6 +13,7 @@ use crate::state::{Saved, StateDir};
 use crate::sysfs::Sysfs;
 use std::collections::BTreeSet;
 use std::fs;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -315,8 +316,6 @@ fn write_profile(path: &Path, disk: &str, limit: u64, timeout: u64) -> Result<()
         .and_then(|mut f| std::io::Write::write_all(&mut f, text.as_bytes()))
         .map_err(|e| ProbeError::Failed(format!("{}: {e}", path.display())))
 }
-
-use std::os::unix::fs::OpenOptionsExt;
 
 /// The last lines of a child's log, for an error.
 fn tail(log: &Path) -> String {

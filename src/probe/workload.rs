@@ -73,17 +73,8 @@ impl<'a> Reader<'a> {
     }
 
     /// Reads for `dur` (a warm-up: what they cost is not kept).
-    pub fn warm(&mut self, dur: Duration, stop: &AtomicBool) -> Result<u64, ReadError> {
-        let end = Instant::now() + dur;
-        let mut n = 0;
-        while Instant::now() < end {
-            if stop.load(Ordering::Relaxed) {
-                return Err(ReadError::Stopped);
-            }
-            self.read()?;
-            n += 1;
-        }
-        Ok(n)
+    pub fn warm(&mut self, dur: Duration, stop: &AtomicBool) -> Result<(), ReadError> {
+        self.qd1(dur, stop).map(|_| ())
     }
 
     /// The sustained phase: reads back to back for `dur`; each latency,
