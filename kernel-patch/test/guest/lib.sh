@@ -63,4 +63,11 @@ fio_qd1() { # dev nr_ios [fio options]
 	fi
 }
 
+fio_pct() { # percentile (as fio names it: 99.900000) of the last fio_qd1, in us
+	awk -F';' -v p="$1%" '$1 == 3 {
+		for (i = 18; i <= 37; i++)
+			if (index($i, p "=") == 1) { split($i, a, "="); print a[2] }
+	}' /tmp/fio.out
+}
+
 knob() { echo "/sys/block/$1/queue/cpu_lat_$2"; }

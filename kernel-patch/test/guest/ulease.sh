@@ -457,12 +457,13 @@ check_user_lease() {
 		complete_cpu=1 irq_cpu=0 || fail setup-ul5
 	echo 2 >/sys/block/ul5/queue/rq_affinity
 	for d in ul ul5; do
-		p99_floor= p99_tp= p99_off=
+		p99_floor= p99_tp= p99_off= p999_off=
 		for cfg in floor tp floor tp off; do
 			ulease_cfg_on $cfg
 			set -- $(fio_qd1 $d 2000)
 			ulease_cfg_off $cfg
-			measure "ulease-sustained dev=$d cfg=$cfg iops=$1 clat_mean_us=$2 p99_us=$3 max_us=$4"
+			[ $cfg != off ] || p999_off=$(fio_pct 99.900000)
+			measure "ulease-sustained dev=$d cfg=$cfg iops=$1 clat_mean_us=$2 p99_us=$3 p999_us=$(fio_pct 99.900000) max_us=$4"
 			eval "p99_$cfg=\"\${p99_$cfg:-} $3\""
 		done
 		# held throughout: no exit at the p99 (half of one: 75 us).
@@ -470,8 +471,13 @@ check_user_lease() {
 		# (twice a timeout) run on the I/O CPUs; the ratio is in the
 		# figures. At 50 us the governor keeps even "off" shallow
 		# for the most part.
+		# The exits "off" pays are counted at the p99.9: under 200 us
+		# completions menu picks the deep state for about 1 read in
+		# 100, so the p99 sits on the edge (a CI run saw 224 us with
+		# the mean 1.4 us above the floor's: ~1 % paid 150 us).
 		p99_off=${p99_off# }
-		[ $d != ul ] || expect "ulease-sustained-off-pays-exit p99=${p99_off}us" "${p99_off:-0}" -ge 300
+		[ $d != ul ] || expect "ulease-sustained-off-pays-exit p99.9=${p999_off}us p99=${p99_off}us" \
+			"${p999_off:-0}" -ge 300
 		set -- $p99_floor $p99_tp
 		measure "ulease-sustained-p99-ratio-pct dev=$d $(($3 * 100 / $1)) $(($4 * 100 / $2)) off=$((p99_off * 100 / $1))"
 		expect "ulease-sustained-p99-no-exit-$d floor=$1,$2 tp=$3,$4" \
