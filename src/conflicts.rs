@@ -181,8 +181,10 @@ pub fn on_host(etc: &Path, lib: &Path, proc: &Path) -> HostFindings {
     let mut found = Vec::new();
     let mut unchecked_pids = 0;
     let mut unchecked = Vec::new();
-    let denied =
-        |e: &std::io::Error| matches!(e.raw_os_error(), Some(libc::EACCES) | Some(libc::EPERM));
+    let denied = |e: &std::io::Error| {
+        use rustix::io::Errno;
+        matches!(Errno::from_io_error(e), Some(Errno::ACCESS | Errno::PERM))
+    };
     for entry in read_dir(proc) {
         let pid = entry.file_name().to_string_lossy().into_owned();
         if !pid.bytes().all(|b| b.is_ascii_digit()) {

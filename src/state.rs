@@ -16,6 +16,7 @@ use crate::disk_id::DiskId;
 use crate::profile::is_queue_attr_name;
 use crate::trust;
 use crate::uevent::is_kernel_name;
+use rustix::fs::OFlags;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{self, File, OpenOptions};
@@ -282,7 +283,7 @@ impl StateDir {
             .read(true)
             .write(true)
             .mode(0o600)
-            .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW)
+            .custom_flags(trust::custom_flags(OFlags::NONBLOCK | OFlags::NOFOLLOW))
             .open(&path)
             .map_err(|e| io_err(&path)(trust::link_error(e)))?;
         trust::require_regular(&lock).map_err(io_err(&path))?;
@@ -563,7 +564,7 @@ fn create_temporary(dir: &Path) -> io::Result<(PathBuf, File)> {
             .write(true)
             .create_new(true)
             .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW)
+            .custom_flags(trust::custom_flags(OFlags::NOFOLLOW))
             .open(&path)
         {
             Ok(f) => return Ok((path, f)),

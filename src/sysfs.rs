@@ -1,12 +1,14 @@
 //! The only place that touches the sysfs tree. Every path is relative to the
 //! root given by `--sysfs`, so a captured or fake tree behaves like `/sys`.
 
+use rustix::fs::{Mode, OFlags, ResolveFlags};
+use rustix::io::Errno;
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::ffi::CString;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Seek, Write};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -56,14 +58,6 @@ impl Clone for Sysfs {
     fn clone(&self) -> Self {
         Sysfs::new(&self.root)
     }
-}
-
-/// `struct open_how` of openat2(2) (libc's is non-exhaustive).
-#[repr(C)]
-struct OpenHow {
-    flags: u64,
-    mode: u64,
-    resolve: u64,
 }
 
 impl Sysfs {
@@ -157,7 +151,7 @@ impl Sysfs {
     fn open_canonical(&self, rel: &str, how: &mut OpenOptions) -> io::Result<File> {
         let inside = self.canonical(rel)?;
         let file = how
-            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+            .custom_flags(trust::custom_flags(OFlags::NOFOLLOW | OFlags::NONBLOCK))
             .open(self.path(&inside))?;
         trust::require_regular(&file)?;
         Ok(file)
@@ -204,7 +198,7 @@ impl Sysfs {
     fn open_for_write(&self, rel: &str, read_too: bool) -> io::Result<File> {
         let at = self.locate(rel);
         match self.open_beneath(&at, read_too) {
-            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+            Err(e) if Errno::from_io_error(&e) == Some(Errno::LOOP) => {
                 self.open_beneath(&self.canonical(&at)?, read_too)
             }
             other => other,
@@ -222,13 +216,13 @@ impl Sysfs {
     /// is not written.
     fn open_beneath(&self, rel: &str, read_too: bool) -> io::Result<File> {
         let mode = if read_too {
-            libc::O_RDWR
+            OFlags::RDWR
         } else {
-            libc::O_WRONLY
+            OFlags::WRONLY
         };
-        let flags = mode | libc::O_CLOEXEC | libc::O_NOFOLLOW | libc::O_NONBLOCK;
+        let flags = mode | OFlags::CLOEXEC | OFlags::NOFOLLOW | OFlags::NONBLOCK;
         let resolve =
-            libc::RESOLVE_BENEATH | libc::RESOLVE_NO_SYMLINKS | libc::RESOLVE_NO_MAGICLINKS;
+            ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS;
         match openat2_beneath(self.root_fd()?, rel, flags, resolve)? {
             Some(f) => Ok(f),
             None => self.open_canonical(rel, OpenOptions::new().read(read_too).write(true)),
@@ -242,7 +236,9 @@ impl Sysfs {
         }
         let d: OwnedFd = OpenOptions::new()
             .read(true)
-            .custom_flags(libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC)
+            .custom_flags(trust::custom_flags(
+                OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            ))
             .open(&self.root)?
             .into();
         Ok(self.root_dir.get_or_init(|| d).as_fd())
@@ -268,11 +264,11 @@ impl Sysfs {
     /// `mq/`, `holders/`): a link that leads out of it (`device`) is not
     /// followed from it; read those through the root.
     pub fn dir(&self, rel: &str) -> io::Result<Dir<'_>> {
-        let flags = libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC;
+        let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
         let fd = match openat2_raw(self.root_fd()?, rel, flags, READ_RESOLVE).map_err(outside)? {
             Some(fd) => Some(fd),
             None if self.path(&self.canonical(rel)?).is_dir() => None,
-            None => return Err(io::Error::from_raw_os_error(libc::ENOTDIR)),
+            None => return Err(Errno::NOTDIR.into()),
         };
         Ok(Dir {
             sysfs: self,
@@ -424,8 +420,10 @@ impl Reading {
 }
 
 /// How attributes are opened for reading (see `Sysfs::open_for_read`).
-const READ_FLAGS: i32 = libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NONBLOCK;
-const READ_RESOLVE: u64 = libc::RESOLVE_BENEATH | libc::RESOLVE_NO_MAGICLINKS;
+const READ_FLAGS: OFlags = OFlags::RDONLY
+    .union(OFlags::CLOEXEC)
+    .union(OFlags::NONBLOCK);
+const READ_RESOLVE: ResolveFlags = ResolveFlags::BENEATH.union(ResolveFlags::NO_MAGICLINKS);
 
 /// A memo's lock. One a reader panicked holding is used as it is: each
 /// change to a memo is a single insert, so it is never half-made.
@@ -440,52 +438,27 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 fn openat2_raw(
     dir: BorrowedFd<'_>,
     rel: &str,
-    flags: i32,
-    resolve: u64,
+    flags: OFlags,
+    resolve: ResolveFlags,
 ) -> io::Result<Option<OwnedFd>> {
     if NO_OPENAT2.load(Ordering::Relaxed) {
         return Ok(None);
     }
     let path = CString::new(rel).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-    let how = OpenHow {
-        // open flags are non-negative
-        flags: flags as u64,
-        mode: 0,
-        resolve,
-    };
     let mut attempts = 0;
-    let fd = loop {
-        // SAFETY: `dir` is an open descriptor that outlives the call,
-        // `path` a NUL-terminated string and `how` an open_how of the
-        // size passed; the kernel reads them and writes nothing back.
-        let fd = unsafe {
-            libc::syscall(
-                libc::SYS_openat2,
-                dir.as_raw_fd(),
-                path.as_ptr(),
-                &how as *const OpenHow,
-                std::mem::size_of::<OpenHow>(),
-            )
-        };
-        if fd >= 0 {
-            break fd;
-        }
-        let e = io::Error::last_os_error();
-        match e.raw_os_error() {
-            Some(libc::ENOSYS) => {
+    loop {
+        match rustix::fs::openat2(dir, path.as_c_str(), flags, Mode::empty(), resolve) {
+            Ok(fd) => return Ok(Some(fd)),
+            Err(Errno::NOSYS) => {
                 NO_OPENAT2.store(true, Ordering::Relaxed);
                 return Ok(None);
             }
             // a seccomp filter's answer, or this one file's: not cached
-            Some(libc::EPERM) => return Ok(None),
-            Some(libc::EAGAIN) if attempts < 3 => attempts += 1,
-            _ => return Err(e),
+            Err(Errno::PERM) => return Ok(None),
+            Err(Errno::AGAIN) if attempts < 3 => attempts += 1,
+            Err(e) => return Err(e.into()),
         }
-    };
-    // The kernel returns a descriptor in c_int range on success.
-    let fd = i32::try_from(fd).map_err(|_| io::Error::other("openat2: bad descriptor"))?;
-    // SAFETY: a descriptor openat2 just returned, owned by nothing else.
-    Ok(Some(unsafe { OwnedFd::from_raw_fd(fd) }))
+    }
 }
 
 /// [`openat2_raw`] of a regular file; a link out of `dir` is refused
@@ -493,8 +466,8 @@ fn openat2_raw(
 fn openat2_beneath(
     dir: BorrowedFd<'_>,
     rel: &str,
-    flags: i32,
-    resolve: u64,
+    flags: OFlags,
+    resolve: ResolveFlags,
 ) -> io::Result<Option<File>> {
     match openat2_raw(dir, rel, flags, resolve) {
         Ok(Some(fd)) => {
@@ -509,7 +482,7 @@ fn openat2_beneath(
 
 /// EXDEV from RESOLVE_BENEATH, said as what it means.
 fn outside(e: io::Error) -> io::Error {
-    if e.raw_os_error() == Some(libc::EXDEV) {
+    if Errno::from_io_error(&e) == Some(Errno::XDEV) {
         io::Error::new(
             io::ErrorKind::PermissionDenied,
             "a link that leads outside the sysfs root; not read",
@@ -521,7 +494,7 @@ fn outside(e: io::Error) -> io::Error {
 
 /// Not there: nothing at the path, or not a directory where one was named.
 fn is_missing(e: &io::Error) -> bool {
-    matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR))
+    matches!(Errno::from_io_error(e), Some(Errno::NOENT | Errno::NOTDIR))
 }
 
 /// An attribute's text, as [`Sysfs::read`] gives it.

@@ -3,6 +3,8 @@
 //! itself (fstat), a FIFO or device is refused instead of waited on, and the
 //! directories above must be ones only root or the caller can change.
 
+use rustix::fs::OFlags;
+use rustix::io::Errno;
 use std::fs::{self, File, Metadata, OpenOptions};
 use std::io;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
@@ -10,8 +12,13 @@ use std::path::Path;
 
 /// The effective user: root for the commands that write.
 pub fn euid() -> u32 {
-    // SAFETY: geteuid() has no preconditions and cannot fail.
-    unsafe { libc::geteuid() }
+    rustix::process::geteuid().as_raw()
+}
+
+/// `flags` as `OpenOptionsExt::custom_flags` takes them: open(2)'s flags
+/// are a C int, and every O_ flag is a bit below its sign bit.
+pub fn custom_flags(flags: OFlags) -> i32 {
+    flags.bits() as i32
 }
 
 /// Open `path` to read it, refusing anything but a regular file. With
@@ -19,13 +26,13 @@ pub fn euid() -> u32 {
 /// writer, so that fstat can refuse it (reads of a regular file ignore the
 /// flag). Unless `follow`, a link as the last component is refused.
 pub fn open_regular(path: &Path, follow: bool) -> io::Result<File> {
-    let mut flags = libc::O_NONBLOCK;
+    let mut flags = OFlags::NONBLOCK;
     if !follow {
-        flags |= libc::O_NOFOLLOW;
+        flags |= OFlags::NOFOLLOW;
     }
     let file = OpenOptions::new()
         .read(true)
-        .custom_flags(flags)
+        .custom_flags(custom_flags(flags))
         .open(path)
         .map_err(link_error)?;
     require_regular(&file)?;
@@ -59,7 +66,7 @@ pub fn require_regular(file: &File) -> io::Result<Metadata> {
 /// O_NOFOLLOW reports a link as ELOOP ("too many levels of symbolic
 /// links"), which does not say what is wrong.
 pub fn link_error(e: io::Error) -> io::Error {
-    if e.raw_os_error() == Some(libc::ELOOP) {
+    if Errno::from_io_error(&e) == Some(Errno::LOOP) {
         io::Error::new(
             e.kind(),
             "a symbolic link, which is not followed here; expected a regular file",

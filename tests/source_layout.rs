@@ -97,3 +97,86 @@ fn no_source_file_is_over_700_lines() {
         .collect();
     assert!(long.is_empty(), "over 700 lines: {long:?}");
 }
+
+/// The only places under src/ with unsafe code, each with why no safe
+/// binding serves: every other system call goes through rustix (see
+/// ARCHITECTURE.md's dependency table). The count is of `unsafe` blocks,
+/// functions, impls, traits and extern blocks in the file.
+const UNSAFE_ALLOWED: &[(&str, usize, &str)] = &[(
+    "lease/tracepoint.rs",
+    8,
+    "perf_event_open and its ioctls (perf-event-open-sys binds them unsafe only), \
+     the descriptor it returns, the page size, and the mmap'd ring buffer's \
+     mapping, header reads and unmapping",
+)];
+
+fn is_ident(c: char) -> bool {
+    c.is_alphanumeric() || c == '_'
+}
+
+/// The `unsafe` keywords that open unsafe code in `text` (not a word that
+/// contains it, such as `unsafe_char`, nor one in a comment), as 1-based
+/// lines.
+fn unsafe_code_lines(text: &str) -> Vec<usize> {
+    let mut found = Vec::new();
+    for (at, word) in text.match_indices("unsafe") {
+        let line_start = text[..at].rfind('\n').map_or(0, |i| i + 1);
+        if text[line_start..at].contains("//") || text[..at].ends_with(is_ident) {
+            continue;
+        }
+        // what follows, across line ends: `unsafe\n{` opens a block too
+        let after = text[at + word.len()..].trim_start();
+        let opens = after.starts_with('{')
+            || (["fn", "impl", "extern", "trait"].iter()).any(|w| {
+                after
+                    .strip_prefix(w)
+                    .is_some_and(|r| !r.starts_with(is_ident))
+            });
+        if opens {
+            found.push(text[..at].matches('\n').count() + 1);
+        }
+    }
+    found
+}
+
+/// blkqos runs as root: what it opens and renames is its security
+/// boundary, so no hand-written unsafe system call outside the places
+/// listed in UNSAFE_ALLOWED (and no more of them there than listed).
+#[test]
+fn no_unsafe_code_outside_the_allowed_places() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    sources(&src, &mut files);
+    files.sort();
+    let mut wrong = Vec::new();
+    for f in &files {
+        let rel = f.strip_prefix(&src).unwrap().to_string_lossy().into_owned();
+        let lines = unsafe_code_lines(&fs::read_to_string(f).unwrap());
+        let allowed = (UNSAFE_ALLOWED.iter())
+            .find(|(file, _, _)| *file == rel)
+            .map_or(0, |(_, n, _)| *n);
+        if lines.len() > allowed {
+            wrong.push(format!(
+                "src/{rel}: unsafe code at line(s) {lines:?}, {allowed} allowed"
+            ));
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "unsafe code outside the allowed places (use a safe binding: rustix; \
+         or add the place, with why, to UNSAFE_ALLOWED):\n{}",
+        wrong.join("\n")
+    );
+    // each allowed place still exists, so the list does not outlive its reason
+    for (file, _, why) in UNSAFE_ALLOWED {
+        assert!(src.join(file).is_file(), "src/{file} ({why}) is gone");
+    }
+}
+
+#[test]
+fn unsafe_code_is_told_from_words_and_comments() {
+    let text = "let unsafe_char = 1;\n// an unsafe { in a comment\n\
+                let x = unsafe { f() };\nunsafe fn g() {}\nunsafe impl Send for T {}\n\
+                unsafe extern \"C\" {}\nlet y = unsafe\n{ h() };\nis_unsafe(fn_x);\n";
+    assert_eq!(unsafe_code_lines(text), [3, 4, 5, 6, 7]);
+}

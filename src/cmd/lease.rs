@@ -15,9 +15,11 @@ use crate::plan::{self, LeaseGrant};
 use crate::profile::Profile;
 use crate::snapshot::Snapshot;
 use crate::state::{LeaseSaved, State};
+use rustix::event::{PollFd, PollFlags, Timespec};
+use rustix::io::Errno;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -134,59 +136,43 @@ pub fn lease(ctx: &Ctx, opts: &Options) -> Result<u8, Error> {
     let monitor = hotplug_monitor();
     loop {
         let sleep = run.step();
-        let watched: Vec<(i32, String)> = (run.watch.iter())
-            .flat_map(|w| w.armed_fds().into_iter().map(|(fd, d)| (fd, d.to_string())))
-            .collect();
-        let mut fds: Vec<libc::pollfd> = [signals.term.as_raw_fd(), signals.hup.as_raw_fd()]
+        let watched: Vec<(BorrowedFd<'_>, &str)> =
+            run.watch.iter().flat_map(|w| w.armed_fds()).collect();
+        let mut fds: Vec<PollFd<'_>> = [signals.term.as_fd(), signals.hup.as_fd()]
             .into_iter()
-            .chain(monitor.as_ref().map(|m| m.as_raw_fd()))
+            .chain(monitor.as_ref().map(|m| m.as_fd()))
             .chain(watched.iter().map(|(fd, _)| *fd))
-            .map(|fd| libc::pollfd {
-                fd,
-                events: libc::POLLIN,
-                revents: 0,
-            })
+            .map(|fd| PollFd::from_borrowed_fd(fd, PollFlags::IN))
             .collect();
         // never 0, which would spin: a look 0.1 ms late keeps a lease
         // that much longer
         let timeout = sleep.map(|d| {
             let d = d.max(Duration::from_micros(100));
-            libc::timespec {
-                tv_sec: libc::time_t::try_from(d.as_secs()).unwrap_or(libc::time_t::MAX),
-                // below 10^9, which every c_long holds
-                tv_nsec: d.subsec_nanos() as libc::c_long,
-            }
+            Timespec::try_from(d).unwrap_or(Timespec {
+                tv_sec: i64::MAX,
+                tv_nsec: 0,
+            })
         });
-        let at = timeout.as_ref().map_or(std::ptr::null(), |t| t as *const _);
-        // SAFETY: fds is a live, correctly sized array of pollfd; `at` is
-        // null or points at `timeout`, which outlives the call.
-        let n = unsafe {
-            libc::ppoll(
-                fds.as_mut_ptr(),
-                fds.len() as libc::nfds_t,
-                at,
-                std::ptr::null(),
-            )
-        };
-        if n < 0 {
-            let e = std::io::Error::last_os_error();
-            if e.kind() != std::io::ErrorKind::Interrupted {
-                return Err(Error::Usage(format!("poll: {e}")));
-            }
-            continue;
+        match rustix::event::poll(&mut fds, timeout.as_ref()) {
+            Ok(_) => {}
+            Err(Errno::INTR) => continue,
+            Err(e) => return Err(Error::Usage(format!("poll: {e}"))),
         }
+        let revents: Vec<PollFlags> = fds.iter().map(|p| p.revents()).collect();
         // an event that fails (its CPU went offline) would wake the loop
         // for ever: its disk goes back to its stat
-        let first = fds.len() - watched.len();
-        for (pfd, (_, d)) in fds[first..].iter().zip(&watched) {
-            if pfd.revents & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0 {
-                log::warn!("{d}: its tracepoint events failed; reading its stat instead");
-                run.unwatch(d);
-            }
+        let failed: Vec<String> = (revents[revents.len() - watched.len()..].iter())
+            .zip(&watched)
+            .filter(|(r, _)| r.intersects(PollFlags::ERR | PollFlags::HUP | PollFlags::NVAL))
+            .map(|(_, (_, d))| d.to_string())
+            .collect();
+        for d in &failed {
+            log::warn!("{d}: its tracepoint events failed; reading its stat instead");
+            run.unwatch(d);
         }
         // a socket is read only when poll said so: a look while a lease
         // holds costs its stat reads and nothing else
-        let ready = |i: usize| fds[i].revents != 0;
+        let ready = |i: usize| !revents[i].is_empty();
         if ready(0) && drain(&signals.term) {
             break;
         }

@@ -16,11 +16,13 @@ use crate::lease::published;
 use crate::metrics::{Family, Type, int, micros, millis, render};
 use crate::profile::{Profile, owning_rule};
 use crate::state::State;
+use rustix::fs::{AtFlags, CWD, FileType, Mode, OFlags};
+use rustix::io::Errno;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::{CStr, CString};
 use std::fs::{self, File};
 use std::io::{self, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Component, Path, PathBuf};
@@ -461,26 +463,13 @@ pub fn write_textfile(path: &Path, text: &str) -> io::Result<()> {
         // 0644 whatever the umask: the collector runs as another user
         file.set_permissions(fs::Permissions::from_mode(0o644))?;
         file.write_all(text.as_bytes())?;
-        // SAFETY: both names are NUL-terminated strings and `dir` an open
-        // descriptor for the whole call.
-        let r = unsafe {
-            libc::renameat(
-                dir.as_raw_fd(),
-                tmp.as_ptr(),
-                dir.as_raw_fd(),
-                name.as_ptr(),
-            )
-        };
-        if r != 0 {
-            return Err(io::Error::last_os_error());
-        }
+        rustix::fs::renameat(&dir, tmp.as_c_str(), &dir, name.as_c_str())?;
         Ok(())
     })();
     if written.is_err() {
         // only the temporary this run created (O_EXCL), never one of the
         // same name someone else left
-        // SAFETY: as for renameat above.
-        unsafe { libc::unlinkat(dir.as_raw_fd(), tmp.as_ptr(), 0) };
+        let _ = rustix::fs::unlinkat(&dir, tmp.as_c_str(), AtFlags::empty());
     }
     written
 }
@@ -490,31 +479,18 @@ pub fn write_textfile(path: &Path, text: &str) -> io::Result<()> {
 /// /dev/stdout`) into a regular file. The directory is one no one else
 /// may write to (open_dir), so what is checked here is what is replaced.
 fn refuse_other_than_a_file(dir: &OwnedFd, name: &CStr) -> io::Result<()> {
-    let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
-    // SAFETY: `name` is NUL-terminated, `dir` open, `st` large enough.
-    let r = unsafe {
-        libc::fstatat(
-            dir.as_raw_fd(),
-            name.as_ptr(),
-            st.as_mut_ptr(),
-            libc::AT_SYMLINK_NOFOLLOW,
-        )
+    let st = match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(st) => st,
+        Err(Errno::NOENT) => return Ok(()),
+        Err(e) => return Err(e.into()),
     };
-    if r != 0 {
-        let e = io::Error::last_os_error();
-        return match e.kind() {
-            io::ErrorKind::NotFound => Ok(()),
-            _ => Err(e),
-        };
-    }
-    // SAFETY: fstatat succeeded, so it filled `st`.
-    let kind = match unsafe { st.assume_init() }.st_mode & libc::S_IFMT {
-        libc::S_IFREG => return Ok(()),
-        libc::S_IFLNK => "a symbolic link",
-        libc::S_IFIFO => "a FIFO",
-        libc::S_IFCHR | libc::S_IFBLK => "a device node",
-        libc::S_IFSOCK => "a socket",
-        libc::S_IFDIR => "a directory",
+    let kind = match FileType::from_raw_mode(st.st_mode) {
+        FileType::RegularFile => return Ok(()),
+        FileType::Symlink => "a symbolic link",
+        FileType::Fifo => "a FIFO",
+        FileType::CharacterDevice | FileType::BlockDevice => "a device node",
+        FileType::Socket => "a socket",
+        FileType::Directory => "a directory",
         _ => "something",
     };
     Err(io::Error::new(
@@ -540,7 +516,7 @@ fn open_dir(dir: &Path) -> io::Result<OwnedFd> {
     } else {
         (".", c".")
     };
-    let mut fd = open_at(libc::AT_FDCWD, start_c, start)?;
+    let mut fd = open_at(CWD, start_c, start)?;
     let mut shown = PathBuf::from(start);
     check_dir(&fd, &shown)?;
     for c in dir.components() {
@@ -551,45 +527,31 @@ fn open_dir(dir: &Path) -> io::Result<OwnedFd> {
         };
         shown.push(part);
         let name = cstring(part)?;
-        fd = open_at(fd.as_raw_fd(), &name, &shown.to_string_lossy())?;
+        fd = open_at(fd.as_fd(), &name, &shown.to_string_lossy())?;
         check_dir(&fd, &shown)?;
     }
     Ok(fd)
 }
 
-fn open_at(dirfd: RawFd, name: &CStr, shown: &str) -> io::Result<OwnedFd> {
-    // SAFETY: `name` is NUL-terminated; `dirfd` is AT_FDCWD or open.
-    let fd = unsafe {
-        libc::openat(
-            dirfd,
-            name.as_ptr(),
-            libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-        )
-    };
-    if fd < 0 {
-        let e = io::Error::last_os_error();
-        return Err(io::Error::new(e.kind(), format!("{shown}: {e}")));
-    }
-    // SAFETY: a descriptor openat just returned, owned by nothing else.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+fn open_at(dirfd: impl AsFd, name: &CStr, shown: &str) -> io::Result<OwnedFd> {
+    let flags = OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    rustix::fs::openat(dirfd, name, flags, Mode::empty()).map_err(|e| {
+        let e = io::Error::from(e);
+        io::Error::new(e.kind(), format!("{shown}: {e}"))
+    })
 }
 
 fn check_dir(fd: &OwnedFd, shown: &Path) -> io::Result<()> {
-    // SAFETY: an all-zero stat is a valid value for fstat to fill in.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: `fd` is open and `st` a stat to write to.
-    if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
+    let st = rustix::fs::fstat(fd)?;
     let refuse = |why: String| {
         Err(io::Error::new(
             io::ErrorKind::PermissionDenied,
             format!("{}: {why}", shown.display()),
         ))
     };
-    match st.st_mode & libc::S_IFMT {
-        libc::S_IFDIR => {}
-        libc::S_IFLNK => {
+    match FileType::from_raw_mode(st.st_mode) {
+        FileType::Directory => {}
+        FileType::Symlink => {
             return refuse(
                 "a symbolic link, which is not followed here (name the real directory)".into(),
             );
@@ -617,24 +579,13 @@ fn create_temporary(dir: &OwnedFd, name: &[u8]) -> io::Result<(CString, File)> {
         tmp.extend_from_slice(format!(".{:016x}.tmp", random_u64()).as_bytes());
         let tmp = CString::new(tmp)
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a NUL byte in the name"))?;
-        // SAFETY: `tmp` is NUL-terminated, `dir` open.
-        let fd = unsafe {
-            libc::openat(
-                dir.as_raw_fd(),
-                tmp.as_ptr(),
-                libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_WRONLY | libc::O_CLOEXEC,
-                0o644 as libc::c_uint,
-            )
-        };
-        if fd >= 0 {
-            // SAFETY: a descriptor openat just returned, owned by nothing else.
-            return Ok((tmp, unsafe { File::from_raw_fd(fd) }));
+        let flags =
+            OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::WRONLY | OFlags::CLOEXEC;
+        match rustix::fs::openat(dir, tmp.as_c_str(), flags, Mode::from_raw_mode(0o644)) {
+            Ok(fd) => return Ok((tmp, File::from(fd))),
+            Err(Errno::EXIST) => last = Some(io::Error::from(Errno::EXIST)),
+            Err(e) => return Err(e.into()),
         }
-        let e = io::Error::last_os_error();
-        if e.raw_os_error() != Some(libc::EEXIST) {
-            return Err(e);
-        }
-        last = Some(e);
     }
     Err(last.unwrap_or_else(|| io::Error::other("no temporary name")))
 }
@@ -644,9 +595,8 @@ fn create_temporary(dir: &OwnedFd, name: &[u8]) -> io::Result<(CString, File)> {
 /// makes safe, only guessable.
 fn random_u64() -> u64 {
     let mut buf = [0u8; 8];
-    // SAFETY: `buf` is writable for its length.
-    let n = unsafe { libc::getrandom(buf.as_mut_ptr().cast(), buf.len(), libc::GRND_NONBLOCK) };
-    if n == 8 {
+    let n = rustix::rand::getrandom(&mut buf, rustix::rand::GetRandomFlags::NONBLOCK);
+    if matches!(n, Ok(8)) {
         return u64::from_ne_bytes(buf);
     }
     let nanos = (std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH))

@@ -341,24 +341,26 @@ enum Input {
 /// up to `timeout`. crossterm's own wait reads end-of-file in a loop once
 /// the terminal hangs up, and never returns to look at the signal flag.
 fn wait_for_input(timeout: Duration) -> std::io::Result<Input> {
-    let mut fd = libc::pollfd {
-        fd: libc::STDIN_FILENO,
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // rounded up, or the last millisecond is a spin; at most SIGNAL_CHECK,
-    // far below i32::MAX ms
-    let ms = i32::try_from(timeout.as_micros().div_ceil(1000)).unwrap_or(i32::MAX);
-    // SAFETY: one live pollfd, and its count is 1.
-    if unsafe { libc::poll(&mut fd, 1, ms) } < 0 {
-        let e = std::io::Error::last_os_error();
+    use rustix::event::{PollFd, PollFlags, Timespec};
+    let stdin = std::io::stdin();
+    let mut fds = [PollFd::new(&stdin, PollFlags::IN)];
+    // whole milliseconds, rounded up, or the last millisecond is a spin; at
+    // most SIGNAL_CHECK, which any Timespec holds
+    let ms = u64::try_from(timeout.as_micros().div_ceil(1000)).unwrap_or(u64::MAX);
+    let at = Timespec::try_from(Duration::from_millis(ms)).unwrap_or(Timespec {
+        tv_sec: i64::MAX,
+        tv_nsec: 0,
+    });
+    match rustix::event::poll(&mut fds, Some(&at)) {
+        Ok(_) => {}
         // a signal: the caller looks at its flag
-        return match e.kind() {
-            std::io::ErrorKind::Interrupted => Ok(Input::Maybe),
-            _ => Err(e),
-        };
+        Err(rustix::io::Errno::INTR) => return Ok(Input::Maybe),
+        Err(e) => return Err(e.into()),
     }
-    if fd.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0 {
+    if fds[0]
+        .revents()
+        .intersects(PollFlags::HUP | PollFlags::ERR | PollFlags::NVAL)
+    {
         return Ok(Input::HungUp);
     }
     Ok(Input::Maybe)
@@ -376,14 +378,16 @@ impl Drop for Quiet {
 
 /// The exit status when the terminal hung up: as a shell reports a
 /// process SIGHUP ended.
-const HUNG_UP: u8 = 128 + libc::SIGHUP as u8;
+const HUNG_UP: u8 = 128 + signal_hook::consts::SIGHUP as u8;
 
 /// Draw; a write the terminal refuses with EIO is a hang-up the poll has
 /// not seen yet, not an error.
 fn drawn(lines: &[String]) -> Result<Input, Error> {
     match draw(lines) {
         Ok(()) => Ok(Input::Maybe),
-        Err(e) if e.raw_os_error() == Some(libc::EIO) => Ok(Input::HungUp),
+        Err(e) if rustix::io::Errno::from_io_error(&e) == Some(rustix::io::Errno::IO) => {
+            Ok(Input::HungUp)
+        }
         Err(e) => Err(Error::Terminal(e)),
     }
 }

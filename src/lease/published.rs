@@ -51,7 +51,7 @@ pub fn write(dir: &Path, p: &Published) -> std::io::Result<()> {
             .write(true)
             .create_new(true)
             .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW)
+            .custom_flags(crate::trust::custom_flags(rustix::fs::OFlags::NOFOLLOW))
             .open(&tmp)?;
         f.write_all(&body)?;
         fs::rename(&tmp, dir.join(FILE))

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::ffi::CString;
 use std::fs;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -308,10 +308,10 @@ impl IssueWatch {
     }
 
     /// The armed events' descriptors with their device, to poll for input.
-    pub fn armed_fds(&self) -> Vec<(RawFd, &str)> {
+    pub fn armed_fds(&self) -> Vec<(BorrowedFd<'_>, &str)> {
         (self.devices.iter())
             .filter(|(_, (_, armed))| *armed)
-            .flat_map(|(d, (events, _))| events.iter().map(move |e| (e.fd.as_raw_fd(), d.as_str())))
+            .flat_map(|(d, (events, _))| events.iter().map(move |e| (e.fd.as_fd(), d.as_str())))
             .collect()
     }
 

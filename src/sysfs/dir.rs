@@ -28,7 +28,7 @@ impl Dir<'_> {
                     trust::require_regular(&file)?;
                     return Ok(file);
                 }
-                Err(e) if e.raw_os_error() != Some(libc::EXDEV) => return Err(e),
+                Err(e) if Errno::from_io_error(&e) != Some(Errno::XDEV) => return Err(e),
                 _ => {}
             }
         }
@@ -66,13 +66,13 @@ impl Dir<'_> {
         let Some(fd) = &self.fd else {
             return self.sysfs.list_if_any(&self.below(sub));
         };
-        let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC;
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
         let dir = match openat2_raw(fd.as_fd(), sub, flags, READ_RESOLVE) {
             Ok(Some(d)) => d,
             Err(e) if is_missing(&e) => return None,
             // a link out of this directory, or no openat2: through the root
             Ok(None) => return self.sysfs.list_if_any(&self.below(sub)),
-            Err(e) if e.raw_os_error() == Some(libc::EXDEV) => {
+            Err(e) if Errno::from_io_error(&e) == Some(Errno::XDEV) => {
                 return self.sysfs.list_if_any(&self.below(sub));
             }
             // there, but not listable: no names

@@ -218,7 +218,7 @@ fn writes_follow_no_link_and_stay_beneath_the_root() {
     assert!(s.open_beneath("a/b/v", false).is_ok());
     // a link where `canonical` saw a directory (swapped in since)
     let e = s.open_beneath("a/link/v", false).unwrap_err();
-    assert_eq!(e.raw_os_error(), Some(libc::ELOOP), "{e}");
+    assert_eq!(e.raw_os_error(), Some(Errno::LOOP.raw_os_error()), "{e}");
     assert!(s.open_beneath("../outside", false).is_err());
     assert!(s.open_beneath("a/b/v\0x", false).is_err());
     // and through `write`, the link is resolved first, inside the root
@@ -252,9 +252,12 @@ fn reads_follow_links_inside_the_root_only() {
 #[test]
 fn a_fifo_or_directory_is_refused_not_read() {
     let dir = tempfile::tempdir().unwrap();
-    let fifo = CString::new(dir.path().join("f").as_os_str().as_encoded_bytes()).unwrap();
-    // SAFETY: a NUL-terminated path; mkfifo reads it and nothing else.
-    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+    rustix::fs::mkfifoat(
+        rustix::fs::CWD,
+        dir.path().join("f"),
+        Mode::from_raw_mode(0o600),
+    )
+    .unwrap();
     fs::create_dir(dir.path().join("d")).unwrap();
     let s = Sysfs::new(dir.path());
     let e = s.read("f").unwrap_err();

@@ -68,15 +68,16 @@ pub(super) fn hotplug_monitor() -> Option<NoMonitor> {
     None
 }
 
+/// No monitor: none is ever made, so it has no values.
 #[cfg(not(feature = "udev"))]
-pub(super) struct NoMonitor;
+pub(super) enum NoMonitor {}
 
 #[cfg(not(feature = "udev"))]
 impl NoMonitor {
-    pub(super) fn as_raw_fd(&self) -> std::os::fd::RawFd {
-        -1
+    pub(super) fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        match *self {}
     }
     pub(super) fn iter(&self) -> std::iter::Empty<()> {
-        std::iter::empty()
+        match *self {}
     }
 }
