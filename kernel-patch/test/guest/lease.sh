@@ -141,11 +141,6 @@ check_irq_cpu_burst() { # governor
 		complete_cpu=1 irq_cpu=0 || fail setup-ib
 	echo 2 >/sys/block/ib/queue/rq_affinity
 	echo 3 >"$(knob ib timeout_ms)"
-	# an idle queue keeps its knob on throughout, so that ib's turns do
-	# not flip the static key: a flip patches kernel text, and its IPIs
-	# to every CPU would count as the lease's
-	mknull ik queue_mode=2 irqmode=1 submit_queues=2 || fail setup-ik
-	echo 10 >"$(knob ik limit_us)"
 	for cfg in off floor knob; do
 		rm -f /tmp/burst-$cfg /tmp/burst-use-$cfg
 	done
@@ -211,7 +206,6 @@ check_irq_cpu_burst() { # governor
 	expect "irq-cpu-lease-ipis-at-most-once-a-burst-$g extra=$extra" \
 		"$extra" -le 40
 	rmnull ib
-	rmnull ik
 	echo menu >$CPUIDLE/current_governor
 }
 
