@@ -293,6 +293,9 @@ check_lease_trace() {
 	done
 	grep -o 'cpu_latency_lease_[a-z]*: cpu_id=[0-9]* limit_us=-*[0-9]*' $tr/trace |
 		sed 's/cpu_latency_lease_//; s/: cpu_id=/ /; s/ limit_us=/ /' >/tmp/lease-events
+	# a lapse carries the limit that lapsed, no time left (always 0)
+	n=$(grep -c 'cpu_latency_lease_lapse: .*left_us' $tr/trace || true)
+	expect "lease-trace-lapse-has-no-time-left $n" "$n" = 0
 	for cpu in 0 1; do
 		set -- $(cat /sys/devices/system/cpu/cpu$cpu/cpuidle/cpu_lat_lease)
 		expect "lease-attr-after-lapse-cpu$cpu $*" "$1 $2" = "-1 0"
