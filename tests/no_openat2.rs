@@ -40,14 +40,15 @@ fn deny_openat2(errno: u32) -> std::io::Result<()> {
         len: filter.len() as u16,
         filter: filter.as_ptr() as *mut _,
     };
-    // SAFETY: prctl with a filter program that outlives the call.
+    rustix::thread::set_no_new_privs(true)?;
+    // SAFETY: prctl with a filter program that outlives the call. (rustix's
+    // set_secure_computing_mode takes no program: it cannot set a filter.)
     let rc = unsafe {
-        libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
-            | libc::prctl(
-                libc::PR_SET_SECCOMP,
-                libc::SECCOMP_MODE_FILTER,
-                &prog as *const libc::sock_fprog,
-            )
+        libc::prctl(
+            libc::PR_SET_SECCOMP,
+            libc::SECCOMP_MODE_FILTER,
+            &prog as *const libc::sock_fprog,
+        )
     };
     if rc == 0 {
         Ok(())
