@@ -7,6 +7,8 @@
 //! constants where they exist, so that they follow the CLI as it changes.
 //! The profile format's page, blkqos.toml(5), is written by hand in man/.
 
+#![deny(unsafe_code)]
+
 use blkqos::cli::{Cli, DEFAULT_PROFILE};
 use blkqos::error::{EXIT_BUSY, EXIT_FAILED, EXIT_USAGE, EXIT_VERIFY_TROUBLE};
 use blkqos::profile::DROP_IN_DIR;

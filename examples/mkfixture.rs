@@ -1,6 +1,8 @@
 //! Build a fake sysfs tree: `cargo run --example mkfixture -- DIR [zoo|nvme:N] [queue|disk|none]`.
 //! Used by the benchmarks and the Ansible role's tests.
 
+#![deny(unsafe_code)]
+
 use blkqos::abi::Abi;
 #[path = "../tests/support/fixture.rs"]
 #[allow(dead_code)]

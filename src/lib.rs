@@ -2,6 +2,8 @@
 //! devices. The pipeline: discover -> snapshot -> plan -> transaction, run
 //! by the engine; the commands (`cmd/`) present what it did.
 
+#![deny(unsafe_code)]
+
 pub mod abi;
 pub mod cli;
 pub mod cmd;

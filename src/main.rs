@@ -1,3 +1,5 @@
+#![deny(unsafe_code)]
+
 use blkqos::cli::{Cli, Command};
 use blkqos::cmd::{self, Ctx};
 use blkqos::error::{EXIT_FAILED, EXIT_VERIFY_TROUBLE, Error};

@@ -1,5 +1,7 @@
 //! apply / verify / restore on fake trees: the user-visible contract.
 
+#![deny(unsafe_code)]
+
 mod common;
 use blkqos::abi::Abi;
 use common::fixture::{Fixture, INTEL_IDLE};
@@ -983,8 +985,7 @@ fn apply_without_root_says_root_is_needed() {
     open(env.state.parent().unwrap(), 0o755);
     open(&env.state, 0o700);
     let before = env.snapshot();
-    // SAFETY: geteuid() has no preconditions and cannot fail.
-    let root = unsafe { libc::geteuid() } == 0;
+    let root = rustix::process::geteuid().is_root();
     let mut cmd = if root {
         let mut c = std::process::Command::new("setpriv");
         c.args(["--reuid=65534", "--regid=65534", "--clear-groups"]);

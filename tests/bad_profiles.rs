@@ -2,6 +2,8 @@
 //! `file:line:column: ...`, saying what was expected, before anything is
 //! written, and none makes the command panic.
 
+#![deny(unsafe_code)]
+
 mod common;
 use blkqos::abi::Abi;
 use common::Env;

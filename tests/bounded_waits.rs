@@ -3,13 +3,14 @@
 //! status; a FIFO where a profile, the lock or the state file belongs is
 //! refused, not waited on.
 
+#![deny(unsafe_code)]
+
 mod common;
 use blkqos::abi::Abi;
 use common::{Env, NVME_AUTO, run_within};
-use std::ffi::CString;
+use rustix::fs::{CWD, Mode, mkfifoat};
 use std::fs;
 use std::io::Write;
-use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -17,14 +18,7 @@ use std::time::{Duration, Instant};
 const EXIT_BUSY: i32 = 3;
 
 fn mkfifo(p: &Path) {
-    let c = CString::new(p.as_os_str().as_bytes()).unwrap();
-    // SAFETY: a valid NUL-terminated path.
-    assert_eq!(
-        unsafe { libc::mkfifo(c.as_ptr(), 0o600) },
-        0,
-        "{}",
-        p.display()
-    );
+    mkfifoat(CWD, p, Mode::from_raw_mode(0o600)).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
 }
 
 #[test]

@@ -2,6 +2,8 @@
 //! one JSON document, errors included), messages go to stderr, and
 //! `verify` exits like diff: 0 same, 1 differs, 2 could not check.
 
+#![deny(unsafe_code)]
+
 mod common;
 use blkqos::abi::Abi;
 use common::{Env, NVME_AUTO};

@@ -1,5 +1,7 @@
 //! `list` and resolution on trees laid out like Linux 6.12.
 
+#![deny(unsafe_code)]
+
 mod common;
 use blkqos::abi::Abi;
 use common::{Env, device};

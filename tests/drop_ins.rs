@@ -1,6 +1,8 @@
 //! Drop-ins: `<dir of PROFILE>/blkqos.d/*.toml`, merged in lexical order
 //! after the profile: rules appended, `[defaults]` overridden key by key.
 
+#![deny(unsafe_code)]
+
 mod common;
 use blkqos::abi::Abi;
 use common::{Env, NVME_AUTO, is_root};

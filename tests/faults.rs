@@ -2,6 +2,8 @@
 //! each errno a sysfs store can return, through an LD_PRELOAD shim
 //! (tests/faults/inject.c) around the real binary's write(2).
 
+#![deny(unsafe_code)]
+
 mod common;
 use blkqos::abi::Abi;
 use common::{Env, MIXED, Run};

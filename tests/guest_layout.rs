@@ -8,6 +8,8 @@
 //! same way (`nvme_layout_lines` in `kernel-patch/test/guest/nvme.sh`), and
 //! the two must agree line by line: the fixture follows the kernel.
 
+#![deny(unsafe_code)]
+
 mod common;
 use blkqos::abi::Abi;
 use common::fixture::{Fixture, TEST_IDLE};

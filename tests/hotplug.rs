@@ -1,5 +1,7 @@
 //! `blkqos udev` (one event, from udev's environment) and `blkqos coldplug`.
 
+#![deny(unsafe_code)]
+
 mod common;
 use blkqos::abi::Abi;
 use common::{Env, NVME_AUTO, Run, device};

@@ -1,6 +1,8 @@
 //! Every `--json` document, on success and on failure, validates against
 //! its JSON Schema in `schemas/` (draft 2020-12).
 
+#![deny(unsafe_code)]
+
 mod common;
 use blkqos::abi::Abi;
 use common::{Env, MIXED, NVME_AUTO, Run};

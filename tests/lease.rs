@@ -2,10 +2,14 @@
 //! real binary, driven through the disks' `stat` files and signals, its
 //! effect read back from the CPUs' resume latencies.
 
+#![deny(unsafe_code)]
+
 mod common;
 use blkqos::abi::Abi;
 use common::Env;
 use common::fixture::Fixture;
+use rustix::fs::{FlockOperation, flock};
+use rustix::process::{Pid, Signal, kill_process};
 use std::io::Read;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -100,12 +104,12 @@ fn start_held(env: &Env, disk: &str, profile: &std::path::Path) -> Child {
     child
 }
 
-fn signal(child: &Child, sig: i32) {
-    // SAFETY: kill(2) on the child's pid, which has not been waited for.
-    assert_eq!(unsafe { libc::kill(child.id() as i32, sig) }, 0);
+/// kill(2) on the child's pid, which has not been waited for.
+fn signal(child: &Child, sig: Signal) {
+    kill_process(Pid::from_child(child), sig).unwrap();
 }
 
-fn stop(mut child: Child, sig: i32) -> (i32, String) {
+fn stop(mut child: Child, sig: Signal) -> (i32, String) {
     signal(&child, sig);
     let status = child.wait().unwrap();
     let mut err = String::new();
@@ -143,7 +147,7 @@ fn io_holds_the_cpus_at_the_limit_until_the_timeout_after_the_last_io() {
         "{:?}",
         values(&env)
     );
-    let (code, err) = stop(child, libc::SIGTERM);
+    let (code, err) = stop(child, Signal::TERM);
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("CPUs 0-2 held at 10 us"), "{err}");
     // what it found and what it put back are said, and the clean stop
@@ -172,7 +176,7 @@ fn someone_elses_change_while_held_is_reported_and_kept_after_the_lapse() {
         "{:?}",
         values(&env)
     );
-    let (code, err) = stop(child, libc::SIGTERM);
+    let (code, err) = stop(child, Signal::TERM);
     assert_eq!(code, 0, "{err}");
     assert!(
         err.contains("cpu2: pm_qos_resume_latency_us was changed to \"50\" by someone else"),
@@ -186,24 +190,24 @@ fn sighup_with_a_bad_profile_keeps_the_old_one_and_a_good_one_is_taken() {
     let p = env.profile("p.toml", PROFILE);
     let child = start(&env, &p);
     std::fs::write(&p, "[[rule]]\nname = 1\n").unwrap();
-    signal(&child, libc::SIGHUP);
+    signal(&child, Signal::HUP);
     env.fx.set_stat(&disk, 1, 0);
     if !until(|| values(&env) == ["10", "10", "10"]) {
-        let (code, err) = stop(child, libc::SIGKILL);
+        let (code, err) = stop(child, Signal::KILL);
         panic!(
             "the old profile no longer leases: {:?} exit {code}: {err}",
             values(&env)
         );
     }
     std::fs::write(&p, PROFILE.replace("= 10", "= 20")).unwrap();
-    signal(&child, libc::SIGHUP);
+    signal(&child, Signal::HUP);
     env.fx.set_stat(&disk, 2, 0);
     assert!(
         until(|| values(&env) == ["20", "20", "20"]),
         "{:?}",
         values(&env)
     );
-    let (code, err) = stop(child, libc::SIGINT);
+    let (code, err) = stop(child, Signal::INT);
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("keeping the profile read before"), "{err}");
     assert!(
@@ -218,7 +222,7 @@ fn a_killed_runs_values_are_put_back_by_the_stop_step_and_someone_elses_kept() {
     let (env, disk) = env();
     let p = env.profile("p.toml", PROFILE.replace("300", "60000").as_str());
     let child = start_held(&env, &disk, &p);
-    let (code, _) = stop(child, libc::SIGKILL);
+    let (code, _) = stop(child, Signal::KILL);
     assert_eq!(code, -1, "killed");
     assert_eq!(values(&env), ["10", "10", "10"], "left held");
     env.fx.put(&resume(1), "70");
@@ -240,7 +244,7 @@ fn restore_puts_back_what_a_killed_lease_left() {
     let (env, disk) = env();
     let p = env.profile("p.toml", PROFILE.replace("300", "60000").as_str());
     let child = start_held(&env, &disk, &p);
-    stop(child, libc::SIGKILL);
+    stop(child, Signal::KILL);
     // a dry run says what it would put back, and writes nothing
     let r = env.run(&["restore", "--dry-run", "--json"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
@@ -286,7 +290,7 @@ fn a_second_lease_is_refused_and_restore_leaves_a_running_ones_cpus() {
         Some(3),
         "its originals kept"
     );
-    let (code, err) = stop(child, libc::SIGTERM);
+    let (code, err) = stop(child, Signal::TERM);
     assert_eq!(code, 0, "{err}");
     assert_eq!(values(&env), ["0", "0", "0"]);
 }
@@ -360,7 +364,7 @@ fn status_and_metrics_show_what_a_running_lease_holds_and_nothing_once_it_stoppe
             .any(|l| l == "blkqos_cpu_user_lease_held{cpu=\"0\"} 0")
             && !m.contains("blkqos_cpu_user_lease_limit_seconds{")
     }));
-    let (code, err) = stop(child, libc::SIGTERM);
+    let (code, err) = stop(child, Signal::TERM);
     assert_eq!(code, 0, "{err}");
     assert!(
         !env.state.join("lease.json").exists(),
@@ -378,7 +382,7 @@ fn what_a_killed_lease_published_is_not_shown() {
     assert!(until(
         || env.state.join("lease.json").exists() && values(&env) == ["10", "10", "10"]
     ));
-    stop(child, libc::SIGKILL);
+    stop(child, Signal::KILL);
     // the file stays, its writer is gone
     assert!(env.state.join("lease.json").exists());
     shows_no_user_lease(&env);
@@ -433,7 +437,7 @@ fn a_rule_with_the_static_fallback_is_left_to_apply() {
     env.fx.set_stat(&disk, 1, 0);
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(values(&env), ["0", "0", "0"], "not held by the lease");
-    let (code, err) = stop(child, libc::SIGTERM);
+    let (code, err) = stop(child, Signal::TERM);
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("blkqos lease leaves it to apply"), "{err}");
 }
@@ -443,7 +447,7 @@ fn a_cpu_that_could_not_be_put_back_keeps_its_original_and_the_next_run_tries_ag
     let (env, disk) = env();
     let p = env.profile("p.toml", PROFILE.replace("300", "60000").as_str());
     let child = start_held(&env, &disk, &p);
-    stop(child, libc::SIGKILL);
+    stop(child, Signal::KILL);
     // the next run's put-back of cpu0 fails once
     let child = spawn(
         env.faulty_cmd("cpu0/power/pm_qos_resume_latency_us", "1", libc::EBUSY),
@@ -455,7 +459,7 @@ fn a_cpu_that_could_not_be_put_back_keeps_its_original_and_the_next_run_tries_ag
         "{:?}",
         values(&env)
     );
-    let (code, err) = stop(child, libc::SIGTERM);
+    let (code, err) = stop(child, Signal::TERM);
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("kept in the state for the next try"), "{err}");
     assert!(
@@ -475,13 +479,9 @@ fn a_change_the_state_cannot_save_holds_no_cpu_until_it_is_saved() {
     wait_saved(&env, 3);
     // someone holds the state lock while the profile's limit changes
     let lock = std::fs::File::open(env.state.join("lock")).unwrap();
-    // SAFETY: flock(2) on an open file's descriptor.
-    assert_eq!(
-        unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&lock), libc::LOCK_EX) },
-        0
-    );
+    flock(&lock, FlockOperation::LockExclusive).unwrap();
     env.profile("p.toml", PROFILE.replace("= 10", "= 5").as_str());
-    signal(&child, libc::SIGHUP);
+    signal(&child, Signal::HUP);
     std::thread::sleep(Duration::from_millis(500));
     for n in 1..6 {
         env.fx.set_stat(&disk, n, 0);
@@ -502,7 +502,7 @@ fn a_change_the_state_cannot_save_holds_no_cpu_until_it_is_saved() {
     );
     let limits = &env.state_json()["leases"][resume(0)]["limits"];
     assert_eq!(limits, &serde_json::json!([5, 10]), "{}", env.state_json());
-    let (code, err) = stop(child, libc::SIGTERM);
+    let (code, err) = stop(child, Signal::TERM);
     assert_eq!(code, 0, "{err}");
     assert_eq!(values(&env), ["0", "0", "0"]);
 }
@@ -523,7 +523,7 @@ fn apply_while_a_lease_holds_saves_the_value_from_before_the_lease() {
     assert_eq!(r.code, 0, "{}", r.stderr);
     // never looser than the hold: apply's 50 is what the lapse puts back
     assert_eq!(values(&env), ["10", "10", "10"]);
-    let (code, err) = stop(child, libc::SIGTERM);
+    let (code, err) = stop(child, Signal::TERM);
     assert_eq!(code, 0, "{err}");
     assert!(!err.contains("by someone else"), "{err}");
     assert_eq!(values(&env), ["50", "50", "50"]);
@@ -535,7 +535,7 @@ fn apply_while_a_lease_holds_saves_the_value_from_before_the_lease() {
 #[test]
 fn a_profile_others_can_write_is_refused_at_the_start_and_on_sighup() {
     use std::os::unix::fs::PermissionsExt;
-    if unsafe { libc::geteuid() } != 0 {
+    if !rustix::process::geteuid().is_root() {
         return; // only root refuses such a profile
     }
     let (env, disk) = env();
@@ -544,7 +544,7 @@ fn a_profile_others_can_write_is_refused_at_the_start_and_on_sighup() {
     let mut refused = spawn(env.cmd(), &p);
     let exited = until(|| refused.try_wait().unwrap().is_some());
     if !exited {
-        signal(&refused, libc::SIGKILL);
+        signal(&refused, Signal::KILL);
     }
     let code = refused.wait().unwrap().code().unwrap_or(-1);
     let mut err = String::new();
@@ -561,7 +561,7 @@ fn a_profile_others_can_write_is_refused_at_the_start_and_on_sighup() {
     let child = start(&env, &p);
     env.profile("p.toml", PROFILE.replace("= 10", "= 0").as_str());
     std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o666)).unwrap();
-    signal(&child, libc::SIGHUP);
+    signal(&child, Signal::HUP);
     std::thread::sleep(Duration::from_millis(300));
     env.fx.set_stat(&disk, 1, 0);
     assert!(
@@ -569,7 +569,7 @@ fn a_profile_others_can_write_is_refused_at_the_start_and_on_sighup() {
         "{:?}",
         values(&env)
     );
-    let (code, err) = stop(child, libc::SIGTERM);
+    let (code, err) = stop(child, Signal::TERM);
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("keeping the profile read before"), "{err}");
 }
@@ -600,7 +600,7 @@ fn cpus_held_at_n_a_are_shown_held() {
     let u = &common::device(&doc, "nvme0n1")["cpus"][0]["user_lease"];
     assert_eq!(u["held"], true, "{u:#}");
     assert_eq!(u["limit_us"], 0, "{u:#}");
-    let (code, err) = stop(child, libc::SIGTERM);
+    let (code, err) = stop(child, Signal::TERM);
     assert_eq!(code, 0, "{err}");
 }
 
@@ -620,7 +620,7 @@ fn a_value_the_kernel_would_not_print_is_not_taken_for_an_original() {
     );
     let r = env.run(&["status"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    let (code, err) = stop(child, libc::SIGTERM);
+    let (code, err) = stop(child, Signal::TERM);
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("cpu1"), "{err}");
     assert_eq!(values(&env), ["0", "010", "0"]);
@@ -646,7 +646,7 @@ fn a_cpu_that_cannot_be_written_is_reported_once_not_at_every_step() {
         std::thread::sleep(Duration::from_millis(100));
     }
     assert_eq!(values(&env), ["10", "0", "10"]);
-    let (code, err) = stop(child, libc::SIGTERM);
+    let (code, err) = stop(child, Signal::TERM);
     assert_eq!(code, 0, "{err}");
     let reports = err.lines().filter(|l| l.contains("cannot write")).count();
     assert_eq!(reports, 1, "{err}");
@@ -664,13 +664,9 @@ fn a_busy_state_lock_defers_the_lapse_until_it_is_free_and_is_reported_once() {
     env.fx.set_stat(&disk, 1, 0);
     assert!(until(|| values(&env) == ["10", "10", "10"]));
     let lock = std::fs::File::open(env.state.join("lock")).unwrap();
-    // SAFETY: flock(2) on an open file's descriptor.
-    assert_eq!(
-        unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&lock), libc::LOCK_EX) },
-        0
-    );
+    flock(&lock, FlockOperation::LockExclusive).unwrap();
     env.profile("p.toml", PROFILE.replace("= 10", "= 5").as_str());
-    signal(&child, libc::SIGHUP);
+    signal(&child, Signal::HUP);
     // the lapse (300 ms after the last I/O) waits for the lock: apply or
     // restore may be writing these CPUs under it
     stays(&env, ["10", "10", "10"]);
@@ -692,7 +688,7 @@ fn a_busy_state_lock_defers_the_lapse_until_it_is_free_and_is_reported_once() {
         "{:?}",
         values(&env)
     );
-    let (code, err) = stop(child, libc::SIGTERM);
+    let (code, err) = stop(child, Signal::TERM);
     assert_eq!(code, 0, "{err}");
     let said = err.matches("until the state can be saved").count();
     assert_eq!(said, 1, "{err}");
@@ -707,7 +703,7 @@ fn cpus_possible_but_not_present_are_not_leased() {
     env.fx.put("devices/system/cpu/present", "0-2");
     let p = env.profile("p.toml", PROFILE);
     let child = start_held(&env, &disk, &p);
-    let (code, err) = stop(child, libc::SIGTERM);
+    let (code, err) = stop(child, Signal::TERM);
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("CPUs 0-2 held at 10 us"), "{err}");
     assert!(!err.contains("cpu3"), "{err}");
@@ -772,7 +768,7 @@ fn a_lease_writes_nothing_while_restore_holds_the_state_and_leaves_it_the_origin
         "{:?}",
         values(&env)
     );
-    let (code, err) = stop(child, libc::SIGTERM);
+    let (code, err) = stop(child, Signal::TERM);
     assert_eq!(code, 0, "{err}");
     assert_eq!(values(&env), ["0", "0", "0"]);
     assert!(env.state_json()["saved"].as_object().unwrap().is_empty());
@@ -793,7 +789,7 @@ fn apply_of_the_value_a_lease_holds_is_kept_at_the_lapse_and_restored_after() {
     stays(&env, ["10", "10", "10"]);
     let r = env.run(&["verify", s.to_str().unwrap()]);
     assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
-    let (code, err) = stop(child, libc::SIGTERM);
+    let (code, err) = stop(child, Signal::TERM);
     assert_eq!(code, 0, "{err}");
     assert_eq!(values(&env), ["10", "10", "10"]);
     let r = env.run(&["restore"]);
@@ -815,7 +811,7 @@ fn restore_while_a_lease_holds_leaves_the_hold_to_it_and_the_lapse_puts_back_the
         "{:?}",
         values(&env)
     );
-    let (code, err) = stop(child, libc::SIGTERM);
+    let (code, err) = stop(child, Signal::TERM);
     assert_eq!(code, 0, "{err}");
     assert!(!err.contains("by someone else"), "{err}");
 }
@@ -826,7 +822,7 @@ fn a_cpu_that_left_the_tree_while_held_is_forgotten_with_a_warning() {
     let p = env.profile("p.toml", PROFILE.replace("300", "60000").as_str());
     let child = start_held(&env, &disk, &p);
     std::fs::remove_dir_all(env.fx.root().join("devices/system/cpu/cpu2")).unwrap();
-    let (code, err) = stop(child, libc::SIGTERM);
+    let (code, err) = stop(child, Signal::TERM);
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("cpu2: gone from"), "{err}");
     assert_eq!(env.get(&resume(0)), "0");
@@ -844,7 +840,7 @@ fn a_killed_leases_cpu_that_left_the_tree_is_forgotten_by_the_put_back() {
     let (env, disk) = env();
     let p = env.profile("p.toml", PROFILE.replace("300", "60000").as_str());
     let child = start_held(&env, &disk, &p);
-    stop(child, libc::SIGKILL);
+    stop(child, Signal::KILL);
     std::fs::remove_dir_all(env.fx.root().join("devices/system/cpu/cpu2")).unwrap();
     let r = env.run(&["lease", "--put-back", p.to_str().unwrap()]);
     assert_eq!(r.code, 0, "{}", r.stderr);
@@ -890,7 +886,7 @@ fn apply_and_restore_in_a_loop_against_a_lease_with_io_leave_every_value_as_foun
     }
     stop_io.store(true, std::sync::atomic::Ordering::Relaxed);
     io.join().unwrap();
-    let (code, err) = stop(child, libc::SIGTERM);
+    let (code, err) = stop(child, Signal::TERM);
     assert_eq!(code, 0, "{err}");
     assert_eq!(values(&env), ["0", "5", "n/a"], "{err}");
     let state = env.state_json();
@@ -936,7 +932,7 @@ fn detect_tracepoint_without_tracefs_names_tracefs_and_the_mount_command() {
         .spawn()
         .unwrap();
     wait_saved(&env, 3);
-    let (code, err) = stop(child, libc::SIGTERM);
+    let (code, err) = stop(child, Signal::TERM);
     assert_eq!(code, 0, "{err}");
     assert!(
         err.contains("tracepoint cannot be used (tracefs is not mounted")
@@ -982,7 +978,7 @@ fn trickle_io_holds_the_cpus_once_then_not_at_every_io_and_a_burst_holds_again()
         "{:?}",
         values(&env)
     );
-    let (code, err) = stop(child, libc::SIGTERM);
+    let (code, err) = stop(child, Signal::TERM);
     assert_eq!(code, 0, "{err}");
     assert_eq!(values(&env), ["0", "0", "0"]);
 }
@@ -1013,7 +1009,7 @@ fn apply_of_the_hold_then_a_looser_one_keeps_the_hold_until_the_lapse() {
         "{:?}",
         values(&env)
     );
-    let (code, err) = stop(child, libc::SIGTERM);
+    let (code, err) = stop(child, Signal::TERM);
     assert_eq!(code, 0, "{err}");
     assert!(!err.contains("someone else's"), "{err}");
     assert_eq!(env.run(&["restore"]).code, 0);
@@ -1040,7 +1036,7 @@ fn restore_while_held_over_apply_of_the_same_value_keeps_the_hold_until_the_laps
         "{:?}",
         values(&env)
     );
-    let (code, err) = stop(child, libc::SIGTERM);
+    let (code, err) = stop(child, Signal::TERM);
     assert_eq!(code, 0, "{err}");
 }
 
@@ -1051,7 +1047,7 @@ fn a_killed_leases_hold_is_flagged_over_apply_and_apply_takes_it_over() {
     assert_eq!(env.run(&["apply", s.to_str().unwrap()]).code, 0);
     let p = env.profile("p.toml", PROFILE.replace("300", "60000").as_str());
     let child = start_held(&env, &disk, &p);
-    stop(child, libc::SIGKILL);
+    stop(child, Signal::KILL);
     // its 10 over apply's 50 is flagged
     let r = env.run(&["status"]);
     assert_eq!(

@@ -1,6 +1,8 @@
 //! blkqos(8) as examples/gen-docs.rs writes it: what --help leaves out
 //! is still documented there.
 
+#![deny(unsafe_code)]
+
 #[path = "../examples/gen-docs.rs"]
 #[allow(dead_code)]
 mod gen_docs;

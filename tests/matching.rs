@@ -1,6 +1,8 @@
 //! Rule matching against discovered devices (library level, so udev
 //! properties can be supplied the way libudev would).
 
+#![deny(unsafe_code)]
+
 use blkqos::abi::Abi;
 use blkqos::discover::{Detail, Extent, scan};
 mod common;

@@ -2,6 +2,8 @@
 //! tree, the kernels without the knobs or the lease, a missing profile, an
 //! unreadable state, and `--output`.
 
+#![deny(unsafe_code)]
+
 mod common;
 use blkqos::abi::Abi;
 use common::{Env, NVME_AUTO, Run, is_root};

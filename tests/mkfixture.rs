@@ -1,6 +1,8 @@
 //! The `mkfixture` example's command line: it builds trees where it is
 //! told to, and an option is no directory name.
 
+#![deny(unsafe_code)]
+
 #[path = "../examples/mkfixture.rs"]
 #[allow(dead_code)]
 mod mkfixture;

@@ -3,6 +3,8 @@
 //! root. The test runs itself again under a seccomp filter that makes
 //! openat2 fail each way.
 
+#![deny(unsafe_code)]
+
 use blkqos::sysfs::Sysfs;
 use std::fs;
 use std::os::unix::fs::symlink;
@@ -12,6 +14,9 @@ use std::process::Command;
 const ERRNO_VAR: &str = "BLKQOS_TEST_OPENAT2_ERRNO";
 
 /// A seccomp filter: openat2 fails with `errno`, everything else runs.
+/// Unsafe code allowed here (tests/source_layout.rs lists it): no safe
+/// binding installs a seccomp filter.
+#[allow(unsafe_code)]
 fn deny_openat2(errno: u32) -> std::io::Result<()> {
     let stmt = |code: u32, k: u32| libc::sock_filter {
         code: code as u16,
@@ -35,14 +40,15 @@ fn deny_openat2(errno: u32) -> std::io::Result<()> {
         len: filter.len() as u16,
         filter: filter.as_ptr() as *mut _,
     };
-    // SAFETY: prctl with a filter program that outlives the call.
+    rustix::thread::set_no_new_privs(true)?;
+    // SAFETY: prctl with a filter program that outlives the call. (rustix's
+    // set_secure_computing_mode takes no program: it cannot set a filter.)
     let rc = unsafe {
-        libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
-            | libc::prctl(
-                libc::PR_SET_SECCOMP,
-                libc::SECCOMP_MODE_FILTER,
-                &prog as *const libc::sock_fprog,
-            )
+        libc::prctl(
+            libc::PR_SET_SECCOMP,
+            libc::SECCOMP_MODE_FILTER,
+            &prog as *const libc::sock_fprog,
+        )
     };
     if rc == 0 {
         Ok(())
@@ -52,6 +58,9 @@ fn deny_openat2(errno: u32) -> std::io::Result<()> {
 }
 
 /// Run the test named `name` again in a child where openat2 fails.
+/// Unsafe code allowed here (tests/source_layout.rs lists it):
+/// `CommandExt::pre_exec` is itself unsafe.
+#[allow(unsafe_code)]
 fn in_child_without_openat2(name: &str) {
     for errno in [libc::ENOSYS, libc::EPERM] {
         let mut c = Command::new(std::env::current_exe().unwrap());

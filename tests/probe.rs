@@ -2,10 +2,13 @@
 //! real binary reads a real file with O_DIRECT, holds the fake CPUs
 //! through `blkqos lease` (its child), and puts every value back.
 
+#![deny(unsafe_code)]
+
 mod common;
 use blkqos::abi::Abi;
 use common::Env;
 use common::fixture::Fixture;
+use rustix::process::{Pid, Signal, kill_process};
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 use std::process::{Child, Stdio};
@@ -274,8 +277,8 @@ fn sigterm_during_a_hold_puts_the_cpus_back_and_says_so() {
         serde_json::from_str(&std::fs::read_to_string(env.state.join("lease.json")).unwrap())
             .unwrap();
     let comm = std::fs::read_to_string(format!("/proc/{}/comm", published["pid"])).unwrap();
-    // SAFETY: kill(2) on the child's pid, which has not been waited for.
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    // on the child's pid, which has not been waited for
+    let _ = kill_process(Pid::from_child(&child), Signal::TERM);
     let out = child.wait_with_output().unwrap();
     on.store(false, Ordering::Relaxed);
     ticker.join().unwrap();
@@ -406,8 +409,8 @@ fn a_second_probe_on_the_same_state_is_refused() {
     until(20, || env.state.join("probe.lock").exists());
     std::thread::sleep(Duration::from_millis(200));
     let r = env.run(&["probe", f, "--duration", "1"]);
-    // SAFETY: kill(2) on the child's pid, which has not been waited for.
-    unsafe { libc::kill(first.id() as i32, libc::SIGTERM) };
+    // on the child's pid, which has not been waited for
+    let _ = kill_process(Pid::from_child(&first), Signal::TERM);
     first.wait().unwrap();
     let _ = std::fs::remove_file(&file);
     assert_eq!(r.code, 2, "{}", r.stderr);

@@ -2,6 +2,8 @@
 //! schemas/probe.schema.json: the envelope, a probed disk and a real
 //! analysis of recorded-shape runs (the command itself is elsewhere).
 
+#![deny(unsafe_code)]
+
 // the unit tests use every machine, this test two of them
 #[path = "support/probe_runs.rs"]
 #[allow(dead_code)]

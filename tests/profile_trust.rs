@@ -1,6 +1,8 @@
 //! As root, the profile that is checked is the profile that is read, and
 //! every directory above it is checked (issue 14, bug 5).
 
+#![deny(unsafe_code)]
+
 mod common;
 use blkqos::abi::Abi;
 use common::{Env, NVME_AUTO, is_root};

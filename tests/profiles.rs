@@ -1,5 +1,7 @@
 //! The shipped profiles are valid and do what their comments say on a zoo tree.
 
+#![deny(unsafe_code)]
+
 mod common;
 use blkqos::abi::Abi;
 use common::Env;

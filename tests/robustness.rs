@@ -2,6 +2,8 @@
 //! valid, restore finds the true originals, racing runs end where one run
 //! would have.
 
+#![deny(unsafe_code)]
+
 mod common;
 use blkqos::abi::Abi;
 use common::fixture::Fixture;

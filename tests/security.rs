@@ -2,6 +2,8 @@
 //! The ownership and mode checks only apply to root; those tests say so and
 //! return when run as another user.
 
+#![deny(unsafe_code)]
+
 mod common;
 use blkqos::abi::Abi;
 use common::{Env, NVME_AUTO};
@@ -12,8 +14,7 @@ use std::path::Path;
 const LIMIT: &str = "block/nvme0n1/queue/cpu_lat_limit_us";
 
 fn is_root() -> bool {
-    // SAFETY: geteuid() has no preconditions and cannot fail.
-    let root = unsafe { libc::geteuid() } == 0;
+    let root = rustix::process::geteuid().is_root();
     if !root {
         eprintln!("not root: the root-only checks are not exercised");
     }

@@ -3,9 +3,12 @@
 //! through a planted link, and a forged `state.json` cannot make `restore`
 //! write anything blkqos does not manage.
 
+#![deny(unsafe_code)]
+
 mod common;
 use blkqos::abi::Abi;
 use common::{Env, NVME_AUTO, is_root};
+use rustix::process::{Resource, Rlimit, setrlimit};
 use std::fs;
 use std::os::unix::fs::{PermissionsExt, chown, symlink};
 
@@ -291,6 +294,25 @@ fn what_apply_saves_reads_back_and_a_bad_entry_costs_only_itself() {
     assert_eq!(env.get(LIMIT), "-1");
 }
 
+/// The child's data segment limited to 64 MiB (RLIMIT_DATA) before it
+/// runs. Unsafe code allowed here (tests/source_layout.rs lists it):
+/// `CommandExt::pre_exec` is itself unsafe.
+#[allow(unsafe_code)]
+fn limit_data_to_64_mib(c: &mut std::process::Command) {
+    // SAFETY: pre_exec is unsafe to call; the closure makes one system
+    // call (rustix's setrlimit is prlimit64(2), async-signal-safe),
+    // allocates nothing and touches no memory of the parent's.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(c, || {
+            let data = Rlimit {
+                current: Some(64 << 20),
+                maximum: Some(64 << 20),
+            };
+            setrlimit(Resource::Data, data).map_err(std::io::Error::from)
+        });
+    }
+}
+
 #[test]
 fn an_oversized_state_file_is_refused_without_reading_it() {
     let env = Env::zoo(Abi::Queue);
@@ -306,20 +328,7 @@ fn an_oversized_state_file_is_refused_without_reading_it() {
         // 200 MB. With its data limited to 64 MiB such a run fails to, and
         // says so. (Not the child's ru_maxrss from wait4: after
         // posix_spawn that counts this process's own peak too.)
-        // SAFETY: setrlimit is async-signal-safe and touches no memory of
-        // the parent's.
-        unsafe {
-            std::os::unix::process::CommandExt::pre_exec(&mut c, || {
-                let data = libc::rlimit {
-                    rlim_cur: 64 << 20,
-                    rlim_max: 64 << 20,
-                };
-                match libc::setrlimit(libc::RLIMIT_DATA, &data) {
-                    0 => Ok(()),
-                    _ => Err(std::io::Error::last_os_error()),
-                }
-            });
-        }
+        limit_data_to_64_mib(&mut c);
         let r = common::Run::from(c.output().unwrap());
         // the size as stat(2) gave it, refused before a read: a bounded
         // read would say 16777217 bytes

@@ -2,6 +2,8 @@
 //! an attribute is refused instead of waited on, and a link that leads out
 //! of the root is not followed, whoever runs the command.
 
+#![deny(unsafe_code)]
+
 mod common;
 use blkqos::abi::Abi;
 use common::fixture::Fixture;
@@ -25,9 +27,8 @@ fn two_nvme() -> Env {
 
 fn mkfifo(p: &Path) {
     fs::remove_file(p).unwrap();
-    let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
-    // SAFETY: a NUL-terminated path; mkfifo reads it and nothing else.
-    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+    let mode = rustix::fs::Mode::from_raw_mode(0o600);
+    rustix::fs::mkfifoat(rustix::fs::CWD, p, mode).expect("mkfifo");
 }
 
 #[test]

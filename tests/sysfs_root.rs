@@ -2,6 +2,8 @@
 //! unmounted `/sys`) is an error, not an empty machine: nothing is
 //! reported as matching and no saved original is forgotten.
 
+#![deny(unsafe_code)]
+
 mod common;
 use blkqos::abi::Abi;
 use common::{Env, NVME_AUTO};

@@ -4,6 +4,8 @@
 //! it); BLKQOS_SKIP_TMUX=1 skips them on purpose. BLKQOS_TOP_CAPTURE=FILE
 //! saves the screen with moving counters (docs/top.txt).
 
+#![deny(unsafe_code)]
+
 mod common;
 use blkqos::abi::Abi;
 use common::Env;

@@ -1,6 +1,8 @@
 //! The systemd units as shipped: the lease's unit is sandboxed as the boot
 //! unit is, save where it needs more, each such difference named here.
 
+#![deny(unsafe_code)]
+
 use std::collections::BTreeMap;
 
 /// The `[Service]` settings of a unit in systemd/, by key.

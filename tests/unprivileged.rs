@@ -1,6 +1,8 @@
 //! Read-only commands run by a user who cannot read root's saved state
 //! (issue 14, bug 3): they work, and say what they could not read.
 
+#![deny(unsafe_code)]
+
 mod common;
 use blkqos::abi::Abi;
 use common::{Env, NVME_AUTO, is_root};

@@ -281,8 +281,7 @@ pub fn run_within(mut cmd: Command, limit: std::time::Duration) -> Option<Run> {
 
 /// True when running as root; tests of root-only behaviour say why they skip.
 pub fn is_root(why: &str) -> bool {
-    // SAFETY: geteuid() has no preconditions and cannot fail.
-    let root = unsafe { libc::geteuid() } == 0;
+    let root = rustix::process::geteuid().is_root();
     if !root {
         eprintln!("skipped: not root, so {why}");
     }
