@@ -15,7 +15,7 @@ use crate::plan::{self, LeaseGrant};
 use crate::profile::Profile;
 use crate::snapshot::Snapshot;
 use crate::state::{LeaseSaved, State};
-use rustix::event::{PollFd, PollFlags, Timespec};
+use rustix::event::{PollFd, PollFlags};
 use rustix::io::Errno;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;
@@ -146,14 +146,8 @@ pub fn lease(ctx: &Ctx, opts: &Options) -> Result<u8, Error> {
             .collect();
         // never 0, which would spin: a look 0.1 ms late keeps a lease
         // that much longer
-        let timeout = sleep.map(|d| {
-            let d = d.max(Duration::from_micros(100));
-            Timespec::try_from(d).unwrap_or(Timespec {
-                tv_sec: i64::MAX,
-                tv_nsec: 0,
-            })
-        });
-        match rustix::event::poll(&mut fds, timeout.as_ref()) {
+        let timeout = sleep.map(|d| d.max(Duration::from_micros(100)));
+        match super::poll(&mut fds, timeout) {
             Ok(_) => {}
             Err(Errno::INTR) => continue,
             Err(e) => return Err(Error::Usage(format!("poll: {e}"))),

@@ -23,6 +23,23 @@ use crate::report::{Document, Failure, JSON_SCHEMA, Style, Unreadable};
 use crate::state::StateDir;
 use crate::sysfs::Sysfs;
 use serde::Serialize;
+use std::time::Duration;
+
+/// poll(2) on `fds` for up to `timeout` (`None`: until an event); a
+/// timeout longer than a timespec holds waits as long as one can.
+pub(crate) fn poll(
+    fds: &mut [rustix::event::PollFd<'_>],
+    timeout: Option<Duration>,
+) -> rustix::io::Result<usize> {
+    use rustix::event::Timespec;
+    let at = timeout.map(|d| {
+        Timespec::try_from(d).unwrap_or(Timespec {
+            tv_sec: i64::MAX,
+            tv_nsec: 0,
+        })
+    });
+    rustix::event::poll(fds, at.as_ref())
+}
 
 pub struct Ctx {
     pub sysfs: Sysfs,

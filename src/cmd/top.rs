@@ -341,17 +341,13 @@ enum Input {
 /// up to `timeout`. crossterm's own wait reads end-of-file in a loop once
 /// the terminal hangs up, and never returns to look at the signal flag.
 fn wait_for_input(timeout: Duration) -> std::io::Result<Input> {
-    use rustix::event::{PollFd, PollFlags, Timespec};
+    use rustix::event::{PollFd, PollFlags};
     let stdin = std::io::stdin();
     let mut fds = [PollFd::new(&stdin, PollFlags::IN)];
     // whole milliseconds, rounded up, or the last millisecond is a spin; at
     // most SIGNAL_CHECK, which any Timespec holds
     let ms = u64::try_from(timeout.as_micros().div_ceil(1000)).unwrap_or(u64::MAX);
-    let at = Timespec::try_from(Duration::from_millis(ms)).unwrap_or(Timespec {
-        tv_sec: i64::MAX,
-        tv_nsec: 0,
-    });
-    match rustix::event::poll(&mut fds, Some(&at)) {
+    match super::poll(&mut fds, Some(Duration::from_millis(ms))) {
         Ok(_) => {}
         // a signal: the caller looks at its flag
         Err(rustix::io::Errno::INTR) => return Ok(Input::Maybe),
