@@ -179,7 +179,10 @@ fn a_pid_reused_by_another_process_is_not_named_as_the_holder() {
     let text = fs::read_to_string(env.state.join("lock")).unwrap();
     let words: Vec<&str> = text.split_whitespace().collect();
     assert_eq!(words.len(), 2, "pid and start time: {text:?}");
-    // what that run left, its pid now an unrelated live process's
+    // what that run left, its pid now an unrelated live process's; the
+    // start time is in clock ticks (10 ms): one started in the same tick
+    // would be that run
+    std::thread::sleep(Duration::from_millis(30));
     let mut other = std::process::Command::new("sleep")
         .arg("30")
         .spawn()
