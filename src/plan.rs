@@ -248,7 +248,7 @@ pub fn build(profile: &Profile, snap: &Snapshot, scope: &Scope) -> Result<Plan, 
                                     Some((us, name)) => (us, format!("{name} on CPUs {key}")),
                                     None => (
                                         AUTO_MAX_EXIT_US,
-                                        "no idle-state table; generic bound".into(),
+                                        "no idle-state table or no halting state enabled; generic bound".into(),
                                     ),
                                 }
                             })

@@ -258,13 +258,11 @@ fn auto_follows_the_idle_state_table() {
     }
     let p = env.profile("p.toml", NVME_AUTO);
     let ex = env.run(&["explain", p.to_str().unwrap(), "nvme0n1"]);
-    assert!(
-        ex.stdout.contains("18 us (C2 on CPUs 0-3)"),
-        "{}",
-        ex.stdout
-    );
+    // C2 takes 16 us longer to leave than C1: ruled out, as the kernel
+    // rules out an EPYC's C2
+    assert!(ex.stdout.contains("2 us (C1 on CPUs 0-3)"), "{}", ex.stdout);
     env.run(&["apply", p.to_str().unwrap()]);
-    assert_eq!(env.get("block/nvme0n1/queue/cpu_lat_limit_us"), "18");
+    assert_eq!(env.get("block/nvme0n1/queue/cpu_lat_limit_us"), "2");
 }
 
 #[test]

@@ -81,7 +81,7 @@ check_governor() { # governor
 	off_c1=$P_C1 off_deep=$P_DEEP
 	phase "$g" 10 $IOS
 	lim_c1=$P_C1 lim_deep=$P_DEEP
-	# "auto": the deepest state that takes at most 20 us to leave, C1 here
+	# "auto": the deepest halting state within 10 us of the shallowest, C1 here
 	phase "$g" auto $IOS
 	auto_c1=$P_C1 auto_deep=$P_DEEP
 	phase "$g" 0 $IOS
