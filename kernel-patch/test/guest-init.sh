@@ -137,6 +137,7 @@ lapse) only lapse_checks ;;
 burst) only burst_checks ;;
 tick) only check_tick ;;
 kunit) only check_kunit_modules ;;
+kselftest) only check_kselftest ;;
 renewals) only check_renewals ;;
 ulease) only check_user_lease ;;
 probe) only check_probe ;;
@@ -154,6 +155,7 @@ if [ "$MODE" = psd ]; then
 	lapse_checks
 	burst_checks
 	check_lease_trace
+	check_kselftest
 	check_strict_then_loose
 	check_renewals
 	check_menu_poll_override

@@ -445,6 +445,21 @@ check_kunit_modules() {
 	done
 }
 
+# The series' kselftest (patch 7) as a maintainer runs it on real
+# hardware: KTAP out, every test passed and none skipped (the guest has
+# root, fio, null_blk, tracefs and a cpuidle driver on every CPU).
+check_kselftest() {
+	k=/kselftest/cpu_latency_lease/cpu_latency_lease.sh
+	[ -x $k ] || { fail "kselftest-present ($k)"; return; }
+	$k >/tmp/ksft.out 2>&1
+	rc=$?
+	sed 's/^/kselftest: /' /tmp/ksft.out
+	ok=$(grep -c '^ok [0-9]* ' /tmp/ksft.out)
+	skip=$(grep -c '# SKIP' /tmp/ksft.out)
+	expect "kselftest-cpu-latency-lease rc=$rc ok=$ok skip=$skip" \
+		"$rc" = 0 -a "$ok" = 6 -a "$skip" = 0
+}
+
 # What the lease adds to the tick on a nohz_full CPU (the guest boots with
 # nohz_full=1): clock event programmings on CPU1, which runs fio alone, in
 # the cross shape (the completion timer on CPU0, the completion sent back
