@@ -3,16 +3,24 @@
 use crate::sysfs::Sysfs;
 
 /// How far above the shallowest halting state's exit latency "auto" reaches
-/// (the kernel's `CPU_LATENCY_LEASE_AUTO_SPAN_US`): C1E is within 10 us of
-/// C1 in every intel_idle table, and the first power-gated state is further
-/// (C3 of Nehalem at 20 us against its C1 at 3, an EPYC's C2 at 18 against
-/// its C1 at 1).
+/// (the patched kernel's `CPU_LATENCY_LEASE_AUTO_SPAN_US`): C1E is within
+/// 10 us of C1 in every intel_idle table but Snow Ridge's (15 against 2),
+/// and an EPYC's C2 is not (18 against 1).
 pub const AUTO_SPAN_US: u64 = 10;
 
 /// What "auto" stands for where a CPU has no idle-state table (no cpuidle
-/// driver, or a tree without it): a bound nothing in such a machine's
-/// idle loop can exceed by much, written only to the resume latency.
+/// driver) or no halting state enabled: a bound that, with nothing to rule
+/// out, constrains nothing; written as any limit is (the queue knob, or
+/// the resume latency of the fallback).
 pub const AUTO_MAX_EXIT_US: u64 = 20;
+
+/// Whether a state of this name is a polling one: the kernel's own
+/// (`POLL`, poll_state.c: acpi_idle, intel_idle, haltpoll) or powerpc's
+/// `snooze`, the only states its drivers flag `CPUIDLE_FLAG_POLLING`;
+/// sysfs does not show the flag.
+pub fn is_polling(name: &str) -> bool {
+    name == "POLL" || name == "snooze"
+}
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct IdleState {
@@ -60,19 +68,19 @@ pub fn parse_state(entry: &str, attr: impl Fn(&str) -> Option<String>) -> Option
     })
 }
 
-/// The state "auto" stands for on one CPU, as the kernel resolves it: the
-/// deepest enabled halting state whose exit latency is at most
-/// `AUTO_SPAN_US` above the shallowest enabled halting state's. The polling
-/// state never counts ("auto" never polls; the kernel names it POLL), so a
-/// CPU with one halting state left keeps it. `None` when no halting state
-/// is enabled (nothing to rule out) or there is no table.
+/// The state "auto" stands for on one CPU, by the rule the patched kernel
+/// resolves it with: the deepest enabled halting state whose exit latency
+/// is at most `AUTO_SPAN_US` above the shallowest enabled halting state's.
+/// A polling state never counts ("auto" never polls), so a CPU with one
+/// halting state left keeps it. `None` when no halting state is enabled
+/// (nothing to rule out) or there is no table.
 pub fn auto_choice(states: &[IdleState]) -> Option<&IdleState> {
     // a state whose flag does not parse counts as enabled, as the kernel
     // would only print 0 or 1
     let halting = || {
         states
             .iter()
-            .filter(|s| s.disabled != Some(true) && s.name != "POLL")
+            .filter(|s| s.disabled != Some(true) && !is_polling(&s.name))
     };
     let shallowest = halting().map(|s| s.latency_us).min()?;
     halting()
@@ -81,12 +89,14 @@ pub fn auto_choice(states: &[IdleState]) -> Option<&IdleState> {
 }
 
 /// The limit "auto" means for a set of CPUs, given their idle-state tables:
-/// the strictest per-CPU choice, with the chosen state's name; `None` when
-/// no CPU has a table.
+/// the strictest per-CPU choice, with the chosen state's name, and at
+/// least 1 us (a limit of 0 polls, also where a halt reports an exit
+/// latency of 0, as acpi_idle's default C1 does); `None` when no CPU has a
+/// halting state enabled.
 pub fn auto_limit<'a>(tables: impl IntoIterator<Item = &'a [IdleState]>) -> Option<(u64, String)> {
     tables
         .into_iter()
-        .filter_map(|t| auto_choice(t).map(|s| (s.latency_us, s.name.clone())))
+        .filter_map(|t| auto_choice(t).map(|s| (s.latency_us.max(1), s.name.clone())))
         .min_by_key(|(lat, _)| *lat)
 }
 
@@ -260,15 +270,30 @@ mod tests {
         let epyc = table(&[("C1", 1), ("C2", 18)]);
         let hsw = table(&[("C1", 2), ("C1E", 10), ("C3", 33), ("C6", 133)]);
         let nhm = table(&[("C1", 3), ("C1E", 10), ("C3", 20), ("C6", 200)]);
+        let atom = table(&[("C1E", 10), ("C2", 20), ("C4", 100), ("C6", 140)]);
         let haltpoll = table(&[("haltpoll idle", 1)]);
         assert_eq!(auto_of(&icx), Some(("C1E", 4)));
         assert_eq!(auto_of(&spr), Some(("C1E", 2)));
         assert_eq!(auto_of(&epyc), Some(("C1", 1)));
         assert_eq!(auto_of(&hsw), Some(("C1E", 10)));
         assert_eq!(auto_of(&nhm), Some(("C1E", 10)));
+        // the span counts from the shallowest halt, its bound included
+        assert_eq!(auto_of(&atom), Some(("C2", 20)));
         // one halting state: it, never polling
         assert_eq!(auto_of(&haltpoll), Some(("haltpoll idle", 1)));
         assert!(auto_choice(&[]).is_none());
+    }
+
+    #[test]
+    fn auto_is_never_a_limit_that_polls() {
+        // acpi_idle's default C1 reports no exit latency: 1 us, not 0
+        let hlt = table(&[("C1", 0), ("C2", 18)]);
+        assert_eq!(auto_limit([hlt.as_slice()]), Some((1, "C1".into())));
+        // powerpc's polling state is snooze, not POLL
+        let mut pseries = vec![st(0, "snooze", 0, false), st(1, "CEDE", 12, false)];
+        assert_eq!(auto_of(&pseries), Some(("CEDE", 12)));
+        pseries[1].disabled = Some(true);
+        assert_eq!(auto_limit([pseries.as_slice()]), None);
     }
 
     #[test]

@@ -80,7 +80,7 @@ pub fn analyze_with(
 /// single halting state, that state.
 fn residency_axis(table: &[TableState]) -> (String, Vec<usize>) {
     let halting: Vec<usize> = (table.iter().enumerate())
-        .filter(|(_, s)| s.name != "POLL" && s.exit_latency_us > 0)
+        .filter(|(_, s)| !crate::idle::is_polling(&s.name) && s.exit_latency_us > 0)
         .map(|(i, _)| i)
         .collect();
     match halting.as_slice() {

@@ -102,7 +102,7 @@ pub fn table(sysfs: &Sysfs, cpus: &[u32]) -> Vec<TableState> {
 /// (the kernel names its polling state so), nor a state of exit 0.
 pub fn c1_limit(table: &[TableState]) -> Option<u64> {
     (table.iter())
-        .filter(|s| !s.disabled && s.name != "POLL" && s.exit_latency_us > 0)
+        .filter(|s| !s.disabled && !crate::idle::is_polling(&s.name) && s.exit_latency_us > 0)
         .map(|s| s.exit_latency_us)
         .min()
 }
