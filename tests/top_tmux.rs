@@ -104,6 +104,11 @@ struct Session {
 
 impl Session {
     fn start() -> Session {
+        Session::start_sized(40, "1")
+    }
+
+    /// `top --interval interval` in a pane `rows` high.
+    fn start_sized(rows: u16, interval: &str) -> Session {
         let env = Env::zoo(Abi::Queue);
         env.fx.put("block/nvme0n1/queue/cpu_lat_limit_us", "4");
         env.fx.set_lease(1, Some((4, 2500)));
@@ -113,7 +118,8 @@ impl Session {
         let (stty, pid) = (env.work.join("stty.after"), env.work.join("top.pid"));
         let quote = |p: &Path| format!("'{}'", p.display());
         let script = format!(
-            "sh -c 'echo $$ > \"$0\"; exec \"$@\"' {} {} --sysfs {} --state-dir {} top; \
+            "sh -c 'echo $$ > \"$0\"; exec \"$@\"' {} {} --sysfs {} --state-dir {} top \
+             --interval {interval}; \
              echo \"top exited $?\"; stty -a > {}; read line; echo \"$line\" > {}",
             quote(&pid),
             quote(Path::new(env!("CARGO_BIN_EXE_blkqos"))),
@@ -132,7 +138,7 @@ impl Session {
             "-x",
             "110",
             "-y",
-            "40",
+            &rows.to_string(),
             "sh",
             "-c",
             &script,
@@ -332,6 +338,34 @@ fn top_ends_when_its_terminal_hangs_up() {
         }
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+/// The terminal grows: top draws the rows it could not before at once,
+/// not at the next interval (an hour here).
+#[test]
+fn top_draws_again_when_its_terminal_is_resized() {
+    if !has_tmux() {
+        return;
+    }
+    let session = Session::start_sized(8, "3600");
+    let small = until(
+        &session.tmux,
+        "the first frame",
+        || {},
+        |s| s.contains("blkqos top"),
+    );
+    assert!(!small.contains("cpu3"), "8 rows hold no cpu3:\n{small}");
+    session
+        .tmux
+        .cmd(&["resize-window", "-t", "top", "-x", "110", "-y", "40"]);
+    until(
+        &session.tmux,
+        "the rows the grown terminal holds",
+        || {},
+        |s| s.contains("cpu3"),
+    );
+    session.tmux.cmd(&["send-keys", "-t", "top", "q"]);
+    session.assert_restored(0);
 }
 
 /// Disks that come and go while top runs (hot-plug, md/dm arrays made and

@@ -13,7 +13,6 @@ use crate::idle::{self, IdleState, Lease};
 use crate::iostat::{self, DiskStat};
 use crate::lease::published::{self, Published};
 use crate::report::{Style, escape_control, table};
-use crossterm::event::{self, Event, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use crossterm::{cursor, queue, terminal};
 use std::io::{IsTerminal, Write};
 use std::sync::Arc;
@@ -314,15 +313,34 @@ fn draw(lines: &[String]) -> std::io::Result<()> {
     out.flush()
 }
 
-/// Whether a key ends the view: q, Escape, Ctrl-C (raw mode turns
-/// Ctrl-C into a key instead of a SIGINT).
-fn quits(k: &KeyEvent) -> bool {
-    k.kind != KeyEventKind::Release
-        && match k.code {
-            KeyCode::Char('q' | 'Q') | KeyCode::Esc => true,
-            KeyCode::Char('c') => k.modifiers.contains(KeyModifiers::CONTROL),
-            _ => false,
+/// Whether what the terminal sent ends the view: q, Escape, Ctrl-C (raw
+/// mode turns Ctrl-C into a byte instead of a SIGINT). The bytes of an
+/// escape sequence (an arrow key, Alt with a key) are not keys: a lone
+/// Escape is one only when nothing follows it in the same read, as a
+/// terminal sends a sequence in one write.
+fn quits(bytes: &[u8]) -> bool {
+    const ESC: u8 = 0x1b;
+    let mut rest = bytes;
+    while let Some((&b, tail)) = rest.split_first() {
+        rest = tail;
+        match b {
+            b'q' | b'Q' | 0x03 => return true,
+            ESC => match rest.split_first() {
+                None => return true,
+                // CSI: parameters and intermediates up to a final byte
+                Some((b'[', tail)) => {
+                    let end = tail.iter().position(|c| (0x40..=0x7e).contains(c));
+                    rest = end.map_or(&[][..], |i| &tail[i + 1..]);
+                }
+                // SS3 (F1 to F4, keypad keys): one byte more
+                Some((b'O', tail)) => rest = tail.get(1..).unwrap_or(&[]),
+                // Alt with a key
+                Some((_, tail)) => rest = tail,
+            },
+            _ => {}
         }
+    }
+    false
 }
 
 /// How often a wait for a key looks at the signal flag: a signal ends the
@@ -331,17 +349,20 @@ const SIGNAL_CHECK: Duration = Duration::from_millis(100);
 
 #[derive(PartialEq)]
 enum Input {
-    /// Bytes to read, or the time ran out.
-    Maybe,
+    /// No key that quits, or the time ran out, or a signal came.
+    Nothing,
+    Quit,
     /// The terminal is gone: its reads give end-of-file from now on.
     HungUp,
 }
 
 /// Wait on the terminal (standard input, which `top` checked is one) for
-/// up to `timeout`. crossterm's own wait reads end-of-file in a loop once
-/// the terminal hangs up, and never returns to look at the signal flag.
+/// up to `timeout` and read what it sent. The keys are read here, not by
+/// crossterm: its reader reads end-of-file in a loop, for ever, once the
+/// terminal hangs up under it.
 fn wait_for_input(timeout: Duration) -> std::io::Result<Input> {
     use rustix::event::{PollFd, PollFlags};
+    use rustix::io::Errno;
     let stdin = std::io::stdin();
     let mut fds = [PollFd::new(&stdin, PollFlags::IN)];
     // whole milliseconds, rounded up, or the last millisecond is a spin; at
@@ -349,17 +370,25 @@ fn wait_for_input(timeout: Duration) -> std::io::Result<Input> {
     let ms = u64::try_from(timeout.as_micros().div_ceil(1000)).unwrap_or(u64::MAX);
     match super::poll(&mut fds, Some(Duration::from_millis(ms))) {
         Ok(_) => {}
-        // a signal: the caller looks at its flag
-        Err(rustix::io::Errno::INTR) => return Ok(Input::Maybe),
+        // a signal: the caller looks at its flags
+        Err(Errno::INTR) => return Ok(Input::Nothing),
         Err(e) => return Err(e.into()),
     }
-    if fds[0]
-        .revents()
-        .intersects(PollFlags::HUP | PollFlags::ERR | PollFlags::NVAL)
-    {
+    let revents = fds[0].revents();
+    if revents.intersects(PollFlags::HUP | PollFlags::ERR | PollFlags::NVAL) {
         return Ok(Input::HungUp);
     }
-    Ok(Input::Maybe)
+    if !revents.contains(PollFlags::IN) {
+        return Ok(Input::Nothing);
+    }
+    // raw mode reads what is there, at least a byte, which poll says is
+    let mut buf = [0u8; 256];
+    match rustix::io::read(&stdin, &mut buf) {
+        Ok(0) | Err(Errno::IO) => Ok(Input::HungUp),
+        Ok(n) if quits(&buf[..n]) => Ok(Input::Quit),
+        Ok(_) | Err(Errno::INTR | Errno::AGAIN) => Ok(Input::Nothing),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// The log level to put back when the screen goes, on every way out (an
@@ -380,7 +409,7 @@ const HUNG_UP: u8 = 128 + signal_hook::consts::SIGHUP as u8;
 /// not seen yet, not an error.
 fn drawn(lines: &[String]) -> Result<Input, Error> {
     match draw(lines) {
-        Ok(()) => Ok(Input::Maybe),
+        Ok(()) => Ok(Input::Nothing),
         Err(e) if rustix::io::Errno::from_io_error(&e) == Some(rustix::io::Errno::IO) => {
             Ok(Input::HungUp)
         }
@@ -411,6 +440,10 @@ pub fn top(ctx: &Ctx, interval: Duration) -> Result<u8, Error> {
         signal_hook::flag::register_usize(sig, Arc::clone(&signal), sig as usize)
             .map_err(Error::Terminal)?;
     }
+    // a new size is drawn at once, not at the next interval
+    let resized = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGWINCH, Arc::clone(&resized))
+        .map_err(Error::Terminal)?;
     let hook = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
         // before the message, or it is printed on the alternate screen and lost
@@ -443,17 +476,13 @@ pub fn top(ctx: &Ctx, interval: Duration) -> Result<u8, Error> {
             if left.is_zero() {
                 break;
             }
-            if wait_for_input(left.min(SIGNAL_CHECK)).map_err(Error::Terminal)? == Input::HungUp {
-                break 'run HUNG_UP;
+            match wait_for_input(left.min(SIGNAL_CHECK)).map_err(Error::Terminal)? {
+                Input::Quit => break 'run 0,
+                Input::HungUp => break 'run HUNG_UP,
+                Input::Nothing => {}
             }
-            // keys typed, or a resize crossterm saw through its own signal
-            // pipe: only what is already there, never a wait in crossterm
-            while event::poll(Duration::ZERO).map_err(Error::Terminal)? {
-                match event::read().map_err(Error::Terminal)? {
-                    Event::Key(k) if quits(&k) => break 'run 0,
-                    Event::Resize(..) if drawn(&lines)? == Input::HungUp => break 'run HUNG_UP,
-                    _ => {}
-                }
+            if resized.swap(false, Ordering::SeqCst) && drawn(&lines)? == Input::HungUp {
+                break 'run HUNG_UP;
             }
         }
         // a failed rescan (a disk half gone) keeps the last view; the
@@ -480,6 +509,28 @@ mod tests {
     use crate::fixture::Fixture;
     use crate::state::StateDir;
     use crate::sysfs::Sysfs;
+
+    #[test]
+    fn q_escape_and_ctrl_c_quit_and_escape_sequences_do_not() {
+        for keys in [&b"q"[..], b"Q", b"\x03", b"\x1b", b"xyq", b"\x1b[Aq"] {
+            assert!(quits(keys), "{keys:?}");
+        }
+        // arrows, F1 (SS3), F5 and Shift-Up (CSI with parameters), Alt-q,
+        // a sequence cut short: none is a key that quits
+        for keys in [
+            &b"x"[..],
+            b"\x1b[A",
+            b"\x1bOP",
+            b"\x1bOq",
+            b"\x1b[15~",
+            b"\x1b[1;2A",
+            b"\x1bq",
+            b"\x1b[1;",
+            b"",
+        ] {
+            assert!(!quits(keys), "{keys:?}");
+        }
+    }
 
     #[test]
     fn a_frame_shows_rates_limits_residency_and_leases() {
