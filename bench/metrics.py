@@ -21,8 +21,9 @@ def measure_size(n, runs):
         sysfs = os.path.join(tmp, "sys")
         subprocess.run([MKFIX, sysfs, f"nvme:{n}", "queue"], check=True, stdout=subprocess.DEVNULL)
         for cpu in range(0, 8, 2):
-            with open(os.path.join(sysfs, f"devices/system/cpu/cpu{cpu}/cpuidle/cpu_lat_lease"), "w") as f:
-                f.write("4 2500\n")
+            for name, value in (("limit_us", "4"), ("left_us", "2500")):
+                with open(os.path.join(sysfs, f"devices/system/cpu/cpu{cpu}/cpuidle/cpu_lat_lease_{name}"), "w") as f:
+                    f.write(value + "\n")
         base = [BIN, "--log", "stderr", "--sysfs", sysfs, "--state-dir", os.path.join(tmp, "state")]
         out = os.path.join(tmp, "textfile", "blkqos.prom")
         os.mkdir(os.path.dirname(out))

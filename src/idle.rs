@@ -101,8 +101,9 @@ pub fn auto_limit<'a>(tables: impl IntoIterator<Item = &'a [IdleState]>) -> Opti
 }
 
 /// A CPU's idle-latency lease as the patched kernel reports it in
-/// `cpuidle/cpu_lat_lease`: the lease renewed by every I/O of a device
-/// with a limit, lapsing its timeout after the last one.
+/// `cpuidle/cpu_lat_lease_limit_us` and `cpu_lat_lease_left_us`: the lease
+/// renewed by every I/O of a device with a limit, lapsing its timeout
+/// after the last one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Lease {
     /// No lease holds: the CPU may enter any enabled state.
@@ -111,49 +112,84 @@ pub enum Lease {
     Held { limit_us: u64, left_us: u64 },
 }
 
+/// The file with the limit in force on a CPU (-1: none); the time it has
+/// left is beside it, in [`cpu_lease_left_path`].
 pub fn cpu_lease_path(cpu: u32) -> String {
-    format!("devices/system/cpu/cpu{cpu}/cpuidle/cpu_lat_lease")
+    format!("devices/system/cpu/cpu{cpu}/cpuidle/cpu_lat_lease_limit_us")
 }
 
-/// A `cpu_lat_lease` that does not read as a lease.
+pub fn cpu_lease_left_path(cpu: u32) -> String {
+    format!("devices/system/cpu/cpu{cpu}/cpuidle/cpu_lat_lease_left_us")
+}
+
+/// A lease file that does not read as the kernel writes it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "{path}: {text:?} is not a lease (expected \"<limit_us> <left_us>\"); that CPU's lease is left out"
-)]
+#[error("{path}: {text:?} is not {expected}; that CPU's lease is left out")]
 pub struct BadLease {
     pub path: String,
     pub text: String,
+    pub expected: &'static str,
 }
 
-/// The CPU's lease; `Ok(None)` on a kernel without the attribute (one
+/// Reads of the pair before a lease that keeps changing between them is
+/// taken as last read: each try is three small reads, and a lease changes
+/// at most once a tick.
+const LEASE_TRIES: usize = 3;
+
+/// The CPU's lease; `Ok(None)` on a kernel without the attributes (one
 /// without the series, or no cpuidle driver), an error naming the file
 /// when it reads as something else (so that it is not silently absent).
+/// The two files are two readings: the limit is read again after the
+/// time, and the pair again when the limit changed in between, so that a
+/// limit is not shown with the time of another.
 pub fn cpu_lease(sysfs: &Sysfs, cpu: u32) -> Result<Option<Lease>, BadLease> {
-    let rel = cpu_lease_path(cpu);
-    let Some(text) = sysfs.attr(&rel) else {
-        return Ok(None);
+    let (limit_rel, left_rel) = (cpu_lease_path(cpu), cpu_lease_left_path(cpu));
+    let read = |rel: &str, expected: &'static str, ok: fn(&str) -> bool| {
+        let text = sysfs.attr(rel)?;
+        Some(if ok(text.trim()) {
+            Ok(text.trim().to_string())
+        } else {
+            Err(BadLease {
+                path: sysfs.path(rel).display().to_string(),
+                text,
+                expected,
+            })
+        })
     };
-    parse_lease(&text).map(Some).ok_or_else(|| BadLease {
-        path: sysfs.path(&rel).display().to_string(),
-        text,
-    })
+    let limit_ok = |t: &str| t == "-1" || t.parse::<u64>().is_ok();
+    let left_ok = |t: &str| t.parse::<u64>().is_ok();
+    const LIMIT: &str = "a limit in microseconds or -1";
+    const LEFT: &str = "microseconds left";
+    let mut lease = None;
+    for _ in 0..LEASE_TRIES {
+        let Some(limit) = read(&limit_rel, LIMIT, limit_ok) else {
+            return Ok(None);
+        };
+        let Some(left) = read(&left_rel, LEFT, left_ok) else {
+            return Ok(None);
+        };
+        let (limit, left) = (limit?, left?);
+        lease = parse_lease(&limit, &left);
+        match read(&limit_rel, LIMIT, limit_ok) {
+            Some(Ok(again)) if again == limit => break,
+            Some(Ok(_)) => continue,
+            Some(Err(e)) => return Err(e),
+            None => return Ok(None),
+        }
+    }
+    Ok(lease)
 }
 
-/// `"<limit_us> <left_us>"`, `"-1 0"` when no lease holds.
-pub fn parse_lease(text: &str) -> Option<Lease> {
-    let mut fields = text.split_ascii_whitespace();
-    let (limit, left) = (fields.next()?, fields.next()?);
-    if fields.next().is_some() {
-        return None;
+/// The two files' values: `-1` (and any time) when no lease holds.
+pub fn parse_lease(limit: &str, left: &str) -> Option<Lease> {
+    let left_us: u64 = left.trim().parse().ok()?;
+    match limit.trim() {
+        "-1" => Some(Lease::Free),
+        l => Some(Lease::Held {
+            limit_us: l.parse().ok()?,
+            left_us,
+        }),
     }
-    let left_us: u64 = left.parse().ok()?;
-    if limit == "-1" {
-        return Some(Lease::Free);
-    }
-    Some(Lease::Held {
-        limit_us: limit.parse().ok()?,
-        left_us,
-    })
 }
 
 /// A counter of one idle state that `IdleState` does not carry (`above`,
@@ -315,17 +351,65 @@ mod tests {
 
     #[test]
     fn leases_as_the_kernel_prints_them() {
-        assert_eq!(parse_lease("-1 0\n"), Some(Lease::Free));
+        assert_eq!(parse_lease("-1\n", "0\n"), Some(Lease::Free));
         assert_eq!(
-            parse_lease("4 2875\n"),
+            parse_lease("4\n", "2875\n"),
             Some(Lease::Held {
                 limit_us: 4,
                 left_us: 2875
             })
         );
-        for bad in ["", "4", "4 x", "x 0", "4 1 2", "-2 0"] {
-            assert_eq!(parse_lease(bad), None, "{bad:?}");
+        for (limit, left) in [
+            ("", "0"),
+            ("4", ""),
+            ("4", "x"),
+            ("x", "0"),
+            ("4 1", "2"),
+            ("-2", "0"),
+        ] {
+            assert_eq!(parse_lease(limit, left), None, "{limit:?} {left:?}");
         }
+    }
+
+    /// A tree laid out as the kernel's: the lease of CPU 1 in its two files.
+    fn lease_tree(limit: &str, left: Option<&str>) -> (tempfile::TempDir, Sysfs) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let d = dir.path().join("devices/system/cpu/cpu1/cpuidle");
+        std::fs::create_dir_all(&d).expect("mkdir");
+        std::fs::write(d.join("cpu_lat_lease_limit_us"), limit).expect("write");
+        if let Some(left) = left {
+            std::fs::write(d.join("cpu_lat_lease_left_us"), left).expect("write");
+        }
+        let sysfs = Sysfs::new(dir.path());
+        (dir, sysfs)
+    }
+
+    #[test]
+    fn a_cpu_lease_is_read_from_its_two_files_and_a_bad_one_is_named() {
+        let (_d, sysfs) = lease_tree("10\n", Some("4000\n"));
+        assert_eq!(
+            cpu_lease(&sysfs, 1),
+            Ok(Some(Lease::Held {
+                limit_us: 10,
+                left_us: 4000
+            }))
+        );
+        assert_eq!(cpu_lease(&sysfs, 0), Ok(None), "no cpuidle directory");
+        let (_d, sysfs) = lease_tree("-1\n", None);
+        assert_eq!(cpu_lease(&sysfs, 1), Ok(None), "half a lease is none");
+        let (_d, sysfs) = lease_tree("10 4000\n", Some("0\n"));
+        let e = cpu_lease(&sysfs, 1).expect_err("v3's one file");
+        assert!(
+            e.path.ends_with("cpu1/cpuidle/cpu_lat_lease_limit_us"),
+            "{e}"
+        );
+        assert!(
+            e.to_string().contains("a limit in microseconds or -1"),
+            "{e}"
+        );
+        let (_d, sysfs) = lease_tree("10\n", Some("soon\n"));
+        let e = cpu_lease(&sysfs, 1).expect_err("bad time");
+        assert!(e.path.ends_with("cpu_lat_lease_left_us"), "{e}");
     }
 
     #[test]

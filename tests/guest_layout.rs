@@ -35,7 +35,7 @@ fn line(root: &Path, rel: &str) -> String {
             // counters and the live lease: what the checks before left
             let live = rel.contains("/cpuidle/state")
                 && (rel.ends_with("/usage") || rel.ends_with("/time"));
-            if live || rel.ends_with("/cpuidle/cpu_lat_lease") {
+            if live || rel.contains("/cpuidle/cpu_lat_lease_") {
                 format!("{rel} = '*'")
             } else {
                 format!("{rel} = '{v}'")
@@ -79,7 +79,8 @@ fn layout(root: &Path) -> Vec<String> {
         }
         let c = format!("devices/system/cpu/{c}");
         add(&format!("{c}/power/pm_qos_resume_latency_us"));
-        add(&format!("{c}/cpuidle/cpu_lat_lease"));
+        add(&format!("{c}/cpuidle/cpu_lat_lease_limit_us"));
+        add(&format!("{c}/cpuidle/cpu_lat_lease_left_us"));
         for s in names(root, &format!("{c}/cpuidle")) {
             if !s.starts_with("state") {
                 continue;

@@ -538,14 +538,14 @@ fn an_unparseable_idle_counter_is_left_out_not_zero() {
 fn a_malformed_lease_is_warned_about_naming_the_file() {
     let env = Env::zoo(Abi::Queue);
     env.fx
-        .put("devices/system/cpu/cpu1/cpuidle/cpu_lat_lease", "4 x");
+        .put("devices/system/cpu/cpu1/cpuidle/cpu_lat_lease_left_us", "x");
     let (r, m) = metrics(&env, &["/nonexistent/p.toml"]);
-    r.assert_stderr_has("cpu1/cpuidle/cpu_lat_lease");
+    r.assert_stderr_has("cpu1/cpuidle/cpu_lat_lease_left_us");
     assert!(!m.samples.contains_key(r#"blkqos_cpu_lease_held{cpu="1"}"#));
     assert_eq!(m.get(r#"blkqos_cpu_lease_held{cpu="0"}"#), "0");
     let r = env.run(&["status"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    r.assert_stderr_has("cpu1/cpuidle/cpu_lat_lease");
+    r.assert_stderr_has("cpu1/cpuidle/cpu_lat_lease_left_us");
     assert_eq!(
         r.stderr.matches("cpu_lat_lease").count(),
         1,

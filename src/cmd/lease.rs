@@ -68,7 +68,11 @@ pub fn kernel_has_lease(sysfs: &crate::sysfs::Sysfs) -> bool {
             c.strip_prefix("cpu")
                 .is_some_and(|n| n.parse::<u32>().is_ok())
         })
-        .any(|c| sysfs.exists(&format!("devices/system/cpu/{c}/cpuidle/cpu_lat_lease")))
+        .any(|c| {
+            sysfs.exists(&format!(
+                "devices/system/cpu/{c}/cpuidle/cpu_lat_lease_limit_us"
+            ))
+        })
         || (disks.iter()).any(|d| sysfs.exists(&format!("block/{d}/queue/cpu_lat_limit_us")))
 }
 

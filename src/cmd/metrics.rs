@@ -290,7 +290,7 @@ fn cpu_families(ctx: &Ctx) -> Vec<Family> {
     let mut held = Family::new(
         "blkqos_cpu_lease_held",
         Gauge,
-        "1 while a disk's I/O holds the CPU out of deep idle states (cpuidle/cpu_lat_lease), 0 if not.",
+        "1 while a disk's I/O holds the CPU out of deep idle states (cpuidle/cpu_lat_lease_limit_us), 0 if not.",
     );
     let mut lease_limit = Family::new(
         "blkqos_cpu_lease_limit_seconds",

@@ -46,7 +46,7 @@ struct CpuStatus<'a> {
     cpu: u32,
     /// The per-CPU PM QoS resume latency ("0" = no constraint, "n/a" = none tolerated).
     pm_qos_resume_latency_us: Option<String>,
-    /// The live lease (`cpuidle/cpu_lat_lease`); null on a kernel without
+    /// The live lease (`cpuidle/cpu_lat_lease_limit_us`); null on a kernel without
     /// it, or when it does not read as a lease (then a warning says so).
     lease: Option<LeaseOut>,
     /// The attribute is there but does not parse: `cpuN=?` in the table.

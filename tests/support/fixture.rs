@@ -145,15 +145,14 @@ impl Fixture {
     }
 
     /// The CPU's live lease as the patched kernel reports it: `Some((limit
-    /// us, us left))`, or `None` for no lease ("-1 0").
+    /// us, us left))`, or `None` for no lease (-1 and 0).
     pub fn set_lease(&self, cpu: u32, lease: Option<(u64, u64)>) {
-        let value = lease.map_or("-1 0".to_string(), |(limit, left)| {
-            format!("{limit} {left}")
+        let (limit, left) = lease.map_or(("-1".to_string(), "0".to_string()), |(limit, left)| {
+            (limit.to_string(), left.to_string())
         });
-        self.put(
-            &format!("devices/system/cpu/cpu{cpu}/cpuidle/cpu_lat_lease"),
-            &value,
-        );
+        let dir = format!("devices/system/cpu/cpu{cpu}/cpuidle");
+        self.put(&format!("{dir}/cpu_lat_lease_limit_us"), &limit);
+        self.put(&format!("{dir}/cpu_lat_lease_left_us"), &left);
     }
 
     /// A disk's `stat` after `reads` and `writes` I/Os of 4 KiB, each taking

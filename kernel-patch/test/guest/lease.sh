@@ -240,7 +240,7 @@ check_lease_trace() {
 	echo 200 >"$(knob lt timeout_ms)"
 	max_left=$(((200000 + TICK_US - 1) / TICK_US * TICK_US + TICK_US))
 	for cpu in 0 1; do
-		a=$(cat /sys/devices/system/cpu/cpu$cpu/cpuidle/cpu_lat_lease)
+		a=$(lease_of $cpu)
 		expect "lease-attr-idle-cpu$cpu $a" "$a" = "-1 0"
 		# through the idle path once: what it last found is no lease
 		taskset -c $cpu true
@@ -263,10 +263,9 @@ check_lease_trace() {
 	# every read of each CPU shows the 10 us lease, with time left
 	# within one timeout rounded up to ticks plus one
 	for cpu in 0 1; do
-		f=/sys/devices/system/cpu/cpu$cpu/cpuidle/cpu_lat_lease
 		held=0 bad= i=0
 		while [ $i -lt 20 ]; do
-			set -- $(cat $f)
+			set -- $(lease_of $cpu)
 			if [ "$1" = 10 ] && [ "$2" -gt 0 ] && [ "$2" -le $max_left ]; then
 				held=$((held + 1))
 			else
@@ -297,7 +296,7 @@ check_lease_trace() {
 	n=$(grep -c 'cpu_latency_lease_lapse: .*left_us' $tr/trace || true)
 	expect "lease-trace-lapse-has-no-time-left $n" "$n" = 0
 	for cpu in 0 1; do
-		set -- $(cat /sys/devices/system/cpu/cpu$cpu/cpuidle/cpu_lat_lease)
+		set -- $(lease_of $cpu)
 		expect "lease-attr-after-lapse-cpu$cpu $*" "$1 $2" = "-1 0"
 		starts=$(grep -c "^start $cpu 10\$" /tmp/lease-events)
 		lapses=$(grep -c "^lapse $cpu 10\$" /tmp/lease-events)
@@ -453,12 +452,7 @@ check_kselftest() {
 	[ -x $k ] || { fail "kselftest-present ($k)"; return; }
 	# it skips its lease checks on a CPU another lease holds: let the
 	# leases of the checks before it lapse (their timeouts are 200 ms)
-	i=0
-	while [ "$(cat /sys/devices/system/cpu/cpu1/cpuidle/cpu_lat_lease)" != "-1 0" ] &&
-		[ $i -lt 300 ]; do
-		sleep 0.01
-		i=$((i + 1))
-	done
+	lease_wait_free 1 || fail "kselftest-cpu1-free ($(lease_of 1))"
 	timeout 120 $k >/tmp/ksft.out 2>&1
 	rc=$?
 	sed 's/^/kselftest: /' /tmp/ksft.out

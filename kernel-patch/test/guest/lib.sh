@@ -71,3 +71,27 @@ fio_pct() { # percentile (as fio names it: 99.900000) of the last fio_qd1, in us
 }
 
 knob() { echo "/sys/block/$1/queue/cpu_lat_$2"; }
+
+# A CPU's lease as "<limit> <left>" from its two files, "-1 0" without
+# one: the limit read again after the time, and both again if it changed
+# (each file is a reading of its own)
+lease_of() { # cpu
+	_ld=/sys/devices/system/cpu/cpu$1/cpuidle
+	for _lt in 1 2 3; do
+		_ll=$(cat $_ld/cpu_lat_lease_limit_us)
+		_lr=$(cat $_ld/cpu_lat_lease_left_us)
+		[ "$(cat $_ld/cpu_lat_lease_limit_us)" = "$_ll" ] && break
+	done
+	echo "$_ll $_lr"
+}
+
+# Wait (up to 3 s) until no lease holds the CPU: the checks before leave
+# leases of up to 200 ms; false if one still does
+lease_wait_free() { # cpu
+	_lw=0
+	while [ "$(cat /sys/devices/system/cpu/cpu$1/cpuidle/cpu_lat_lease_limit_us)" != -1 ]; do
+		[ $_lw -lt 300 ] || return 1
+		sleep 0.01
+		_lw=$((_lw + 1))
+	done
+}

@@ -147,7 +147,7 @@ nvme_layout_path() { # rel
 		echo "$1/"
 	elif [ -e "$_lp" ]; then
 		case $1 in
-		*/cpuidle/state*/usage | */cpuidle/state*/time | */cpuidle/cpu_lat_lease)
+		*/cpuidle/state*/usage | */cpuidle/state*/time | */cpuidle/cpu_lat_lease_*)
 			echo "$1 = '*'" ;;
 		*) echo "$1 = '$(cat "$_lp")'" ;;
 		esac
@@ -161,7 +161,8 @@ nvme_layout_lines() {
 	for c in /sys/devices/system/cpu/cpu[0-9]*; do
 		c=devices/system/cpu/${c##*/}
 		nvme_layout_path $c/power/pm_qos_resume_latency_us
-		nvme_layout_path $c/cpuidle/cpu_lat_lease
+		nvme_layout_path $c/cpuidle/cpu_lat_lease_limit_us
+		nvme_layout_path $c/cpuidle/cpu_lat_lease_left_us
 		for s in /sys/$c/cpuidle/state*; do
 			for a in name latency residency disable usage time; do
 				nvme_layout_path $c/cpuidle/${s##*/}/$a

@@ -184,14 +184,8 @@ check_kernel_auto() { # disk
 	spr | model) want=2 ;;
 	epyc) want=1 ;;
 	esac
-	lease=/sys/devices/system/cpu/cpu1/cpuidle/cpu_lat_lease
-	i=0
-	while [ "$(cut -d' ' -f1 $lease)" != -1 ] && [ $i -lt 200 ]; do
-		sleep 0.01
-		i=$((i + 1))
-	done
-	[ "$(cut -d' ' -f1 $lease)" = -1 ] ||
-		{ fail "probe-kernel-auto-$IDLE (CPU1 still held: $(cat $lease))"; return; }
+	lease_wait_free 1 ||
+		{ fail "probe-kernel-auto-$IDLE (CPU1 still held: $(lease_of 1))"; return; }
 	tmo=$(cat "$(knob $d timeout_ms)")
 	echo 200 >"$(knob $d timeout_ms)"
 	echo auto >"$(knob $d limit_us)"
@@ -201,7 +195,7 @@ check_kernel_auto() { # disk
 	pid=$!
 	seen=none i=0
 	while [ $i -lt 300 ]; do
-		set -- $(cat $lease)
+		set -- $(lease_of 1)
 		[ "$1" = -1 ] || { seen=$1; break; }
 		sleep 0.01
 		i=$((i + 1))

@@ -257,7 +257,7 @@ check_user_lease() {
 		complete_cpu=1 irq_cpu=0 || fail setup-ul
 	echo 2 >/sys/block/ul/queue/rq_affinity
 	expect "ulease-stock-kernel-has-no-knobs" ! -e /sys/block/ul/queue/cpu_lat_limit_us \
-		-a ! -e /sys/devices/system/cpu/cpu0/cpuidle/cpu_lat_lease
+		-a ! -e /sys/devices/system/cpu/cpu0/cpuidle/cpu_lat_lease_limit_us
 	mkdir -p /etc/blkqos
 	cat >/etc/blkqos/blkqos.toml <<-EOF2
 	[[rule]]
