@@ -240,7 +240,7 @@ check_lease_trace() {
 	echo 200 >"$(knob lt timeout_ms)"
 	max_left=$(((200000 + TICK_US - 1) / TICK_US * TICK_US + TICK_US))
 	for cpu in 0 1; do
-		a=$(lease_of $cpu)
+		a=$(sysfs_lease $cpu)
 		expect "lease-attr-idle-cpu$cpu $a" "$a" = "-1 0"
 		# through the idle path once: what it last found is no lease
 		taskset -c $cpu true
@@ -265,7 +265,7 @@ check_lease_trace() {
 	for cpu in 0 1; do
 		held=0 bad= i=0
 		while [ $i -lt 20 ]; do
-			set -- $(lease_of $cpu)
+			set -- $(sysfs_lease $cpu)
 			if [ "$1" = 10 ] && [ "$2" -gt 0 ] && [ "$2" -le $max_left ]; then
 				held=$((held + 1))
 			else
@@ -296,7 +296,7 @@ check_lease_trace() {
 	n=$(grep -c 'cpu_latency_lease_lapse: .*left_us' $tr/trace || true)
 	expect "lease-trace-lapse-has-no-time-left $n" "$n" = 0
 	for cpu in 0 1; do
-		set -- $(lease_of $cpu)
+		set -- $(sysfs_lease $cpu)
 		expect "lease-attr-after-lapse-cpu$cpu $*" "$1 $2" = "-1 0"
 		starts=$(grep -c "^start $cpu 10\$" /tmp/lease-events)
 		lapses=$(grep -c "^lapse $cpu 10\$" /tmp/lease-events)
@@ -452,7 +452,7 @@ check_kselftest() {
 	[ -x $k ] || { fail "kselftest-present ($k)"; return; }
 	# it skips its lease checks on a CPU another lease holds: let the
 	# leases of the checks before it lapse (their timeouts are 200 ms)
-	lease_wait_free 1 || fail "kselftest-cpu1-free ($(lease_of 1))"
+	lease_wait_free 1 || fail "kselftest-cpu1-free ($(sysfs_lease 1))"
 	timeout 120 $k >/tmp/ksft.out 2>&1
 	rc=$?
 	sed 's/^/kselftest: /' /tmp/ksft.out

@@ -74,13 +74,15 @@ knob() { echo "/sys/block/$1/queue/cpu_lat_$2"; }
 
 # A CPU's lease as "<limit> <left>" from its two files, "-1 0" without
 # one: the limit read again after the time, and both again if it changed
-# (each file is a reading of its own)
-lease_of() { # cpu
+# (each file is a reading of its own). read, not cat: no exec per file,
+# or 20 looks during a 2 s fio no longer fit in it under -icount
+sysfs_lease() { # cpu
 	_ld=/sys/devices/system/cpu/cpu$1/cpuidle
 	for _lt in 1 2 3; do
-		_ll=$(cat $_ld/cpu_lat_lease_limit_us)
-		_lr=$(cat $_ld/cpu_lat_lease_left_us)
-		[ "$(cat $_ld/cpu_lat_lease_limit_us)" = "$_ll" ] && break
+		read -r _ll <$_ld/cpu_lat_lease_limit_us
+		read -r _lr <$_ld/cpu_lat_lease_left_us
+		read -r _la <$_ld/cpu_lat_lease_limit_us
+		[ "$_la" = "$_ll" ] && break
 	done
 	echo "$_ll $_lr"
 }
@@ -89,7 +91,8 @@ lease_of() { # cpu
 # leases of up to 200 ms; false if one still does
 lease_wait_free() { # cpu
 	_lw=0
-	while [ "$(cat /sys/devices/system/cpu/cpu$1/cpuidle/cpu_lat_lease_limit_us)" != -1 ]; do
+	while read -r _ll </sys/devices/system/cpu/cpu$1/cpuidle/cpu_lat_lease_limit_us &&
+		[ "$_ll" != -1 ]; do
 		[ $_lw -lt 300 ] || return 1
 		sleep 0.01
 		_lw=$((_lw + 1))

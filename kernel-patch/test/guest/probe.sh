@@ -185,7 +185,7 @@ check_kernel_auto() { # disk
 	epyc) want=1 ;;
 	esac
 	lease_wait_free 1 ||
-		{ fail "probe-kernel-auto-$IDLE (CPU1 still held: $(lease_of 1))"; return; }
+		{ fail "probe-kernel-auto-$IDLE (CPU1 still held: $(sysfs_lease 1))"; return; }
 	tmo=$(cat "$(knob $d timeout_ms)")
 	echo 200 >"$(knob $d timeout_ms)"
 	echo auto >"$(knob $d limit_us)"
@@ -195,7 +195,7 @@ check_kernel_auto() { # disk
 	pid=$!
 	seen=none i=0
 	while [ $i -lt 300 ]; do
-		set -- $(lease_of 1)
+		set -- $(sysfs_lease 1)
 		[ "$1" = -1 ] || { seen=$1; break; }
 		sleep 0.01
 		i=$((i + 1))
