@@ -98,8 +98,9 @@ pub fn table(sysfs: &Sysfs, cpus: &[u32]) -> Vec<TableState> {
     out
 }
 
-/// The exit latency of the shallowest halting state: POLL is not one
-/// (the kernel names its polling state so), nor a state of exit 0.
+/// The exit latency of the shallowest enabled halting state: a polling
+/// state is not one (`idle::is_polling`: POLL, powerpc's snooze), nor a
+/// state of exit 0.
 pub fn c1_limit(table: &[TableState]) -> Option<u64> {
     (table.iter())
         .filter(|s| !s.disabled && !crate::idle::is_polling(&s.name) && s.exit_latency_us > 0)
