@@ -143,53 +143,66 @@ const LEASE_TRIES: usize = 3;
 /// time, and the pair again when the limit changed in between, so that a
 /// limit is not shown with the time of another.
 pub fn cpu_lease(sysfs: &Sysfs, cpu: u32) -> Result<Option<Lease>, BadLease> {
-    let (limit_rel, left_rel) = (cpu_lease_path(cpu), cpu_lease_left_path(cpu));
-    let read = |rel: &str, expected: &'static str, ok: fn(&str) -> bool| {
-        let text = sysfs.attr(rel)?;
-        Some(if ok(text.trim()) {
-            Ok(text.trim().to_string())
-        } else {
-            Err(BadLease {
-                path: sysfs.path(rel).display().to_string(),
-                text,
-                expected,
-            })
-        })
-    };
-    let limit_ok = |t: &str| t == "-1" || t.parse::<u64>().is_ok();
-    let left_ok = |t: &str| t.parse::<u64>().is_ok();
     const LIMIT: &str = "a limit in microseconds or -1";
     const LEFT: &str = "microseconds left";
+    let (limit_rel, left_rel) = (cpu_lease_path(cpu), cpu_lease_left_path(cpu));
     let mut lease = None;
     for _ in 0..LEASE_TRIES {
-        let Some(limit) = read(&limit_rel, LIMIT, limit_ok) else {
+        let (Some(limit), Some(left_us)) = (
+            lease_file(sysfs, &limit_rel, LIMIT, parse_limit),
+            lease_file(sysfs, &left_rel, LEFT, parse_left),
+        ) else {
             return Ok(None);
         };
-        let Some(left) = read(&left_rel, LEFT, left_ok) else {
-            return Ok(None);
-        };
-        let (limit, left) = (limit?, left?);
-        lease = parse_lease(&limit, &left);
-        match read(&limit_rel, LIMIT, limit_ok) {
-            Some(Ok(again)) if again == limit => break,
-            Some(Ok(_)) => continue,
-            Some(Err(e)) => return Err(e),
+        let (limit, left_us) = (limit?, left_us?);
+        lease = Some(lease_of(limit, left_us));
+        match lease_file(sysfs, &limit_rel, LIMIT, parse_limit).transpose()? {
+            Some(again) if again == limit => break,
+            Some(_) => {}
             None => return Ok(None),
         }
     }
     Ok(lease)
 }
 
+/// One of a CPU's two lease files, parsed; `None` where it is absent.
+fn lease_file<T>(
+    sysfs: &Sysfs,
+    rel: &str,
+    expected: &'static str,
+    parse: fn(&str) -> Option<T>,
+) -> Option<Result<T, BadLease>> {
+    let text = sysfs.attr(rel)?;
+    Some(parse(&text).ok_or_else(|| BadLease {
+        path: sysfs.path(rel).display().to_string(),
+        text,
+        expected,
+    }))
+}
+
+/// `cpu_lat_lease_limit_us`: `None` for -1 (no lease), else the limit.
+fn parse_limit(text: &str) -> Option<Option<u64>> {
+    match text.trim() {
+        "-1" => Some(None),
+        t => t.parse().ok().map(Some),
+    }
+}
+
+fn parse_left(text: &str) -> Option<u64> {
+    text.trim().parse().ok()
+}
+
+fn lease_of(limit: Option<u64>, left_us: u64) -> Lease {
+    match limit {
+        None => Lease::Free,
+        Some(limit_us) => Lease::Held { limit_us, left_us },
+    }
+}
+
 /// The two files' values: `-1` (and any time) when no lease holds.
 pub fn parse_lease(limit: &str, left: &str) -> Option<Lease> {
-    let left_us: u64 = left.trim().parse().ok()?;
-    match limit.trim() {
-        "-1" => Some(Lease::Free),
-        l => Some(Lease::Held {
-            limit_us: l.parse().ok()?,
-            left_us,
-        }),
-    }
+    let left_us = parse_left(left)?;
+    Some(lease_of(parse_limit(limit)?, left_us))
 }
 
 /// A counter of one idle state that `IdleState` does not carry (`above`,
