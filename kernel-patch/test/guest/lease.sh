@@ -219,49 +219,6 @@ burst_checks() {
 	check_irq_cpu_burst menu
 	check_irq_cpu_burst teo
 	check_irq_cpu_burst menu threaded
-	check_dispatch_elsewhere
-}
-
-# A request started on another CPU than its submitter's (kblockd runs the
-# hardware queue for an I/O scheduler, after a busy driver or a requeue):
-# null_blk's dispatch_cpu=0 starts every request on CPU0, which completes
-# it there (irqmode=1) and sends it back to CPU1 (rq_affinity=2), where
-# fio waits for it. CPU1 dispatches nothing, yet its reads complete there:
-# the dispatch on CPU0 hands it the queue's lease. 200 ms, as in
-# check_lease_trace: under -icount a 3 ms lease may lapse between two I/Os.
-check_dispatch_elsewhere() {
-	echo menu >$CPUIDLE/current_governor
-	mknull de queue_mode=2 irqmode=1 submit_queues=1 dispatch_cpu=0 ||
-		fail setup-de
-	echo 2 >/sys/block/de/queue/rq_affinity
-	echo 10 >"$(knob de limit_us)"
-	echo 200 >"$(knob de timeout_ms)"
-	fio --name=de --filename=/dev/de --rw=randread --bs=4k --ioengine=psync \
-		--direct=1 --cpus_allowed=1 --time_based --runtime=2 --size=64m \
-		--output-format=terse >/dev/null 2>&1 &
-	taskset -p -c 0 $$ >/dev/null
-	i=0
-	while [ "$(awk '{ print $1 }' /sys/block/de/stat)" -lt 100 ] && [ $i -lt 1000 ]; do
-		sleep 0.01
-		i=$((i + 1))
-	done
-	for cpu in 0 1; do
-		held=0 bad= i=0
-		while [ $i -lt 20 ]; do
-			set -- $(sysfs_lease $cpu)
-			if [ "$1" = 10 ]; then held=$((held + 1)); else bad="$bad [$*]"; fi
-			i=$((i + 1))
-		done
-		eval "held$cpu=\$held bad$cpu=\$bad"
-	done
-	wait
-	reads=$(awk '{ print $1 }' /sys/block/de/stat)
-	expect "dispatch-elsewhere-dispatching-cpu0-held held=$held0/20$bad0" "$held0" = 20
-	expect "dispatch-elsewhere-submitter-cpu1-held reads=$reads held=$held1/20$bad1" \
-		"$held1" = 20 -a "$reads" -ge 100
-	echo -1 >"$(knob de limit_us)"
-	rmnull de
-	taskset -p -c 0-1 $$ >/dev/null
 }
 
 # The lease as an operator sees it (patch 0005): the cpuidle attribute
