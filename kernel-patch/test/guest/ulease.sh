@@ -338,14 +338,13 @@ check_user_lease() {
 	# reported when the lease lets go of CPU0, a timeout after the last
 	# read on either CPU: under a loaded host that came more than 0.1 s
 	# after fio's end (a CI run), so look for up to 5 s
-	n=0
-	until grep -q 'cpu0: pm_qos_resume_latency_us was changed to "20" by someone else' /tmp/ulease.log ||
-		[ $n -ge 50 ]; do
-		sleep 0.1
+	n=0 seen=
+	until [ -n "$seen" ] || [ $n -ge 50 ]; do
+		seen=$(grep 'cpu0: pm_qos_resume_latency_us was changed to "20" by someone else' /tmp/ulease.log)
+		[ -n "$seen" ] || sleep 0.1
 		n=$((n + 1))
 	done
-	expect "ulease-reports-a-value-changed-under-it looks=$n" \
-		-n "$(grep 'cpu0: pm_qos_resume_latency_us was changed to "20" by someone else' /tmp/ulease.log)" ||
+	expect "ulease-reports-a-value-changed-under-it looks=$n" -n "$seen" ||
 		tail -20 /tmp/ulease.log | sed 's/^/ulease.log: /'
 	qos_set 0 0
 
