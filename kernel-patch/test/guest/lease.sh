@@ -233,6 +233,16 @@ check_irq_cpu_burst() { # governor [threaded]
 # dispatched on CPU0 (one in two) paid the exit: first and rest p90 459
 # and 450 us against 316 and 305 with the deep state off (7.3).
 check_kblockd_burst() {
+	# 6.12 plugs every submission (__submit_bio()), and the plug's flush
+	# dispatches on the submitting CPU: kblockd dispatches a read there
+	# only when the flush comes from schedule() or the queue is busy, not
+	# in this shape. Its elevator switch under the freeze also draws a
+	# lockdep report (7.3 has neither)
+	case $(uname -r) in
+	6.12.*)
+		measure "kblockd-burst not-run: 6.12 dispatches a plugged read on its submitter"
+		return ;;
+	esac
 	echo menu >$CPUIDLE/current_governor
 	mknull kb queue_mode=2 irqmode=2 completion_nsec=200000 submit_queues=1 \
 		poll_queues=1 complete_cpu=0 || fail setup-kb
@@ -269,8 +279,9 @@ check_kblockd_burst() {
 	dev=$(tr : , </sys/block/kb/dev)
 	on0=$(grep -c "kworker.*\\[000\\].*block_rq_issue: $dev " /tmp/kb-issue)
 	on1=$(grep -c "kworker.*\\[001\\].*block_rq_issue: $dev " /tmp/kb-issue)
-	expect "kblockd-burst-dispatches-on-both-cpus cpu0=$on0 cpu1=$on1" \
-		"$on0" -ge 40 -a "$on1" -ge 40
+	expect "kblockd-burst-dispatches-on-both-cpus cpu0=$on0 cpu1=$on1 $(cat /sys/block/kb/queue/scheduler)" \
+		"$on0" -ge 40 -a "$on1" -ge 40 ||
+		grep block_rq_issue /tmp/kb-issue | head -4 | sed 's/^/kblockd-burst issue: /'
 	expect "kblockd-burst-off-pays-exit first_p90=${p90_off}us floor=${p90_floor}us" \
 		"${p90_off:-0}" -ge $((${p90_floor:-0} + 100))
 	expect "kblockd-burst-submitter-covered first_p90=${p90_knob}us floor=${p90_floor}us" \
