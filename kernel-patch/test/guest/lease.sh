@@ -228,10 +228,12 @@ check_irq_cpu_burst() { # governor [threaded]
 # read of a burst is in flight (its history is the gap) and pays the exit
 # on the completion's IPI. With the knob on it must be held from its own
 # submission, not only by the dispatches that run on it: the first read
-# of a burst, and the others, within 30 us of the deep state off at the
-# 90th percentile. When only dispatch renewed, every read of a burst
-# dispatched on CPU0 (one in two) paid the exit: first and rest p90 459
-# and 450 us against 316 and 305 with the deep state off (7.3).
+# of a burst, and the others, within 75 us (half the exit) of the deep
+# state off at the 90th percentile, 20 bursts. When only dispatch
+# renewed, every read of a burst dispatched on CPU0 (one in two) paid the
+# exit: first and rest p90 459 and 450 us against 316 and 305 with the
+# deep state off (7.3); with the submission's renewal 321 and 309 against
+# 308 and 306. The dispatches are traced in every configuration alike.
 check_kblockd_burst() {
 	# 6.12 plugs every submission (__submit_bio()), and the plug's flush
 	# dispatches on the submitting CPU: kblockd dispatches a read there
@@ -252,21 +254,16 @@ check_kblockd_burst() {
 	echo 1 >/sys/devices/system/cpu/cpu0/cpuidle/state2/disable
 	tr=/sys/kernel/tracing
 	[ -d $tr/events ] || mount -t tracefs tracefs $tr
-	rm -f /tmp/kb-off /tmp/kb-floor /tmp/kb-knob
+	rm -f /tmp/kb-off /tmp/kb-floor /tmp/kb-knob /tmp/kb-issue
+	echo 1 >$tr/events/block/block_rq_issue/enable
 	for round in $(seq $BURST_ROUNDS); do
 		for cfg in off floor knob; do
 			echo $([ $cfg = floor ] && echo 1 || echo 0) \
 				>/sys/devices/system/cpu/cpu1/cpuidle/state2/disable
 			echo $([ $cfg = knob ] && echo 10 || echo -1) >"$(knob kb limit_us)"
-			[ $cfg != knob ] || {
-				echo >$tr/trace
-				echo 1 >$tr/events/block/block_rq_issue/enable
-			}
+			echo >$tr/trace
 			idle-watch burst /dev/kb 1 $BURST_ARGS >>/tmp/kb-$cfg
-			[ $cfg != knob ] || {
-				echo 0 >$tr/events/block/block_rq_issue/enable
-				cat $tr/trace >>/tmp/kb-issue
-			}
+			[ $cfg != knob ] || cat $tr/trace >>/tmp/kb-issue
 		done
 	done
 	for cfg in off floor knob; do
@@ -275,6 +272,7 @@ check_kblockd_burst() {
 		eval "p90_$cfg=$(echo "$r" | sed -n 's/.*first_p90=\([0-9]*\).*/\1/p')"
 		eval "rest90_$cfg=$(echo "$r" | sed -n 's/.*rest_p90=\([0-9]*\).*/\1/p')"
 	done
+	echo 0 >$tr/events/block/block_rq_issue/enable
 	# the shape: kblockd dispatched on both CPUs (the trace's CPU field)
 	dev=$(tr : , </sys/block/kb/dev)
 	on0=$(grep -c "kworker.*\\[000\\].*block_rq_issue: $dev " /tmp/kb-issue)
@@ -285,11 +283,11 @@ check_kblockd_burst() {
 	expect "kblockd-burst-off-pays-exit first_p90=${p90_off}us floor=${p90_floor}us" \
 		"${p90_off:-0}" -ge $((${p90_floor:-0} + 100))
 	expect "kblockd-burst-submitter-covered first_p90=${p90_knob}us floor=${p90_floor}us" \
-		"${p90_knob:-999999}" -le $((${p90_floor:-0} + 30))
+		"${p90_knob:-999999}" -le $((${p90_floor:-0} + 75))
 	# and through the burst: a burst dispatched on CPU0 leaves CPU1
 	# unheld for all its reads when only dispatch renews
 	expect "kblockd-burst-submitter-covered-rest rest_p90=${rest90_knob}us floor=${rest90_floor}us" \
-		"${rest90_knob:-999999}" -le $((${rest90_floor:-0} + 30))
+		"${rest90_knob:-999999}" -le $((${rest90_floor:-0} + 75))
 	echo -1 >"$(knob kb limit_us)"
 	for c in 0 1; do
 		echo 0 >/sys/devices/system/cpu/cpu$c/cpuidle/state2/disable
