@@ -459,9 +459,14 @@ def fleet_checks(fleet):
           rc != 0 and set(recap) == set(first), json.dumps(recap, indent=1) + out[-3000:])
     check("max_fail_percentage 0: later batches untouched (the drift is still there)",
           fleet.attr(drifted, knob) == "100")
-    rc, out, recap, _ = fleet.run(*serial)
-    check("the full rollout again fixes the drift and changes that host only (and faulty-01's profile file)",
-          [h for h, r in recap.items() if r["changed"] and h != "faulty-01"] == [drifted]
+    # the rollout again, over the drifted host's batch: the other
+    #    batches converged in 1 and changed nothing in 2 (a full run
+    #    costs a minute of both cores, a fifth of the CI run's Ansible)
+    batch = hosts[hosts.index(drifted) // SERIAL * SERIAL:][:SERIAL]
+    rc, out, recap, _ = fleet.run("--limit", ",".join(batch), *serial)
+    check(f"the rollout again over the drifted host's batch ({len(batch)} hosts) fixes the drift "
+          "and changes that host only",
+          set(recap) == set(batch) and [h for h, r in recap.items() if r["changed"]] == [drifted]
           and fleet.attr(drifted, knob) == "4",
           json.dumps(recap, indent=1))
 
