@@ -136,23 +136,16 @@ fn stderr_lines(child: &mut Child) -> mpsc::Receiver<String> {
     rx
 }
 
-/// Wait (at most 10 s) for a line containing `want`; every line read is
+/// Wait (as `until`) for a line containing `want`; every line read is
 /// added to `seen`.
 fn until_line(lines: &mpsc::Receiver<String>, seen: &mut String, want: &str) -> bool {
-    let end = Instant::now() + Duration::from_secs(10);
-    while let Some(left) = end.checked_duration_since(Instant::now()) {
-        match lines.recv_timeout(left) {
-            Ok(line) => {
-                seen.push_str(&line);
-                seen.push('\n');
-                if line.contains(want) {
-                    return true;
-                }
-            }
-            Err(_) => return false,
-        }
-    }
-    false
+    until(|| {
+        lines.try_iter().any(|line| {
+            seen.push_str(&line);
+            seen.push('\n');
+            line.contains(want)
+        })
+    })
 }
 
 #[test]
