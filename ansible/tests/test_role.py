@@ -4,7 +4,7 @@ with the example playbook, the role pointed at fake sysfs trees built by the
 project's fixture builder. Prints one line per check; exits 1 on any failure.
 
 Usage: ansible/tests/test_role.py   (ansible-playbook on PATH; release
-binary and mkfixture built: cargo build --release --examples)
+binary and mkfixture built: cargo build --release --bins --examples)
 """
 import json
 import os
