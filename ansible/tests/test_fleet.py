@@ -43,7 +43,7 @@ import yaml
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ANSIBLE = os.path.join(ROOT, "ansible")
 BIN = os.path.join(ROOT, "target", "release", "blkqos")
-MKFIXTURE = os.path.join(ROOT, "target", "release", "examples", "mkfixture")
+MKFIXTURE = os.path.join(ROOT, "target", "debug", "examples", "mkfixture")
 INJECT = os.path.join(ROOT, "tests", "faults", "inject.c")
 SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
 RECAP = re.compile(r"^(\S+)\s+: ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)

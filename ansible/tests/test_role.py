@@ -4,7 +4,7 @@ with the example playbook, the role pointed at fake sysfs trees built by the
 project's fixture builder. Prints one line per check; exits 1 on any failure.
 
 Usage: ansible/tests/test_role.py   (ansible-playbook on PATH; release
-binary and mkfixture built: cargo build --release --bins --examples)
+binary and mkfixture built: cargo build --release --bins && cargo build --examples)
 """
 import json
 import os
@@ -19,7 +19,7 @@ import tomllib
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ANSIBLE = os.path.join(ROOT, "ansible")
 BIN = os.path.join(ROOT, "target", "release", "blkqos")
-MKFIXTURE = os.path.join(ROOT, "target", "release", "examples", "mkfixture")
+MKFIXTURE = os.path.join(ROOT, "target", "debug", "examples", "mkfixture")
 RECAP = re.compile(r"^localhost\s+: ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
 LIMIT = "block/{}/queue/cpu_lat_limit_us"
 TIMEOUT = "block/{}/queue/cpu_lat_timeout_ms"

@@ -18,7 +18,7 @@
 # bursts (=db the database, =hotpath the hot path), blkqos.bench_bursts=B,B..:G,G.. their sizes and gaps (ms),
 # blkqos.bench_shapes=local,cross the shapes of the bursts and database,
 # blkqos.bench_dev=nvme the sweep on QEMU's NVMe (nvme_up);
-# blkqos.stress_secs=N sets the stress run's guest seconds (default 30).
+# blkqos.stress_secs=N sets the stress run's guest seconds (default 20).
 
 export PATH=/bin:/sbin:/usr/bin:/usr/sbin
 [ -e /proc/self ] || mount -t proc proc /proc
@@ -62,7 +62,7 @@ BENCH_LAT_REPS=$(sed -n 's/.*blkqos\.bench_lat_reps=\([0-9]*\).*/\1/p' /proc/cmd
 BENCH_SPREAD=$(sed -n 's/.*blkqos\.bench_spread=\([0-9]*\).*/\1/p' /proc/cmdline)
 : "${BENCH_SPREAD:=50}"
 STRESS_SECS=$(sed -n 's/.*blkqos\.stress_secs=\([0-9]*\).*/\1/p' /proc/cmdline)
-: "${STRESS_SECS:=30}"
+: "${STRESS_SECS:=20}"
 IOS=64			# I/Os per idle-selection phase
 SLOW_NS=1000000		# completion time that makes DEEP worth entering
 CPUIDLE=/sys/devices/system/cpu/cpuidle
