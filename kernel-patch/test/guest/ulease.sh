@@ -177,13 +177,7 @@ role_run() { # name [ansible-playbook options]
 	  roles:
 	    - role: blkqos.blkqos.blkqos
 	EOF2
-	# Pipelining, as the fleet test runs the role over ssh: each module
-	# goes to Python on its standard input, instead of a temporary
-	# directory made, filled, made executable and removed by three more
-	# shells forked from the controller's worker, a large process whose
-	# fork costs the guest dearly under TCG (the role's five runs are
-	# three quarters of this guest)
-	HOME=/tmp LC_ALL=C.UTF-8 ANSIBLE_NOCOLOR=1 ANSIBLE_PIPELINING=1 \
+	HOME=/tmp LC_ALL=C.UTF-8 ANSIBLE_NOCOLOR=1 \
 		ANSIBLE_COLLECTIONS_PATH=/usr/share/blkqos-ansible/collections \
 		ansible-playbook -i localhost, -c local \
 		-e ansible_python_interpreter=/usr/bin/python3 -vvvvv "$@" /tmp/role.yml \
