@@ -548,7 +548,7 @@ check_kselftest() {
 	ok=$(grep -c '^ok [0-9]* ' /tmp/ksft.out)
 	skip=$(grep -c '# SKIP' /tmp/ksft.out)
 	expect "kselftest-cpu-latency-lease rc=$rc ok=$ok skip=$skip" \
-		"$rc" = 0 -a "$ok" = 6 -a "$skip" = 0
+		"$rc" = 0 -a "$ok" = 7 -a "$skip" = 0
 }
 
 # What the lease adds to the tick on a nohz_full CPU (the guest boots with
