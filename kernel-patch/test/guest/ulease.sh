@@ -239,19 +239,18 @@ check_lease_role() {
 	sed 's/^/blkqos-lease.service (role): /' /run/ulease-unit.log | tail -n 10
 	# the same play on a kernel with the knobs (a fake tree that has
 	# them, which the unit's ExecCondition reads too: not in its private
-	# /tmp): the unit is
-	# enabled for a later boot but not started, and a second run
-	# changes nothing (the unit only enabled, not started, at every run:
-	# test_role.py runs the lease unit's tasks in check mode only)
+	# /tmp): the unit is enabled for a later boot but not started
+	# (test_role.py runs the lease unit's tasks in check mode only). No
+	# second run here (it cost the cold CI 130 CPU seconds): the second
+	# run above shows the role idempotent with the lease unit, and
+	# test_role.py's test_apply_then_idempotent with the knobs.
 	mkfixture /run/knobsys zoo queue >/dev/null
 	role_run knobs -e blkqos_sysfs=/run/knobsys -e blkqos_state_dir=/run/blkqos-knobs
 	rc=$?
-	role_run knobs-again -e blkqos_sysfs=/run/knobsys -e blkqos_state_dir=/run/blkqos-knobs
-	rc2=$?
-	expect "ulease-role-kernel-lease-enables-without-starting rc=$rc,$rc2 $(systemctl is-enabled blkqos-lease.service) $(unit_state ActiveState) $recap" \
-		$rc = 0 -a $rc2 = 0 -a "$(systemctl is-enabled blkqos-lease.service)" = enabled \
+	expect "ulease-role-kernel-lease-enables-without-starting rc=$rc $(systemctl is-enabled blkqos-lease.service) $(unit_state ActiveState) $recap" \
+		$rc = 0 -a "$(systemctl is-enabled blkqos-lease.service)" = enabled \
 		-a "$(unit_state ActiveState)" = inactive \
-		-a -n "$(echo "$recap" | grep ' changed=0 .* failed=0 ')"
+		-a -n "$(echo "$recap" | grep ' failed=0 ')"
 }
 check_user_lease() {
 	mknull ul queue_mode=2 irqmode=2 completion_nsec=200000 submit_queues=2 \
