@@ -542,6 +542,8 @@ check_kselftest() {
 	# it skips its lease checks on a CPU another lease holds: let the
 	# leases of the checks before it lapse (their timeouts are 200 ms)
 	lease_wait_free 1 || fail "kselftest-cpu1-free ($(sysfs_lease 1))"
+	# menu, as in the other checks (the tick check before it leaves teo)
+	echo menu >$CPUIDLE/current_governor
 	timeout 120 $k >/tmp/ksft.out 2>&1
 	rc=$?
 	sed 's/^/kselftest: /' /tmp/ksft.out
