@@ -118,6 +118,11 @@ hotpath_checks() {
 bench_checks() {
 	# without its switch the PSD kernel's baseline would be PSD again
 	[ "$MODE" != psdmodel ] || [ -e $PSD_ON ] || fail "bench-psd-switch $PSD_ON"
+	# blkqos.bench_part=v4: one guest of bench/v4.py's matrix
+	if grep -q 'blkqos\.bench_part=v4' /proc/cmdline; then
+		bench_v4
+		return
+	fi
 	# blkqos.bench_part=bursts: a guest of its own runs the bursts
 	if grep -q 'blkqos\.bench_part=bursts' /proc/cmdline; then
 		bench_bursts

@@ -37,6 +37,13 @@
  * "rest <us>": runs of two configurations taken in turns pool theirs.
  * With "pos", prints each time in the order taken, "<index in its burst>
  * <us>": how many reads of a burst came before the CPUs were held.
+ * With "v4", prints the summary, then "firsts=" every first read's time
+ * (us, comma-separated), "rests=" the others' as a histogram of 1 us bins
+ * ("gap:count" pairs, gap the bin's distance from the previous one
+ * listed), "gap_ms=" the time between the last completion of a burst and
+ * the first submission of the next, summed, and per CPU N "gapdeepN_pct="
+ * the share of that time CPU N was halted in the deepest state (debugfs
+ * blkqos_test/deep, read without waking the CPU).
  *
  *   idle-watch sleeps CPU NR US
  *
@@ -83,6 +90,7 @@
 #define MAX_CPUS 8
 #define MAX_STATES 4	/* POLL, C1, an intermediate state, the deepest */
 #define FIRST_DEEP "/sys/kernel/debug/blkqos_test/first_deep"
+#define DEEP_NS "/sys/kernel/debug/blkqos_test/deep"
 
 struct cpu_files {
 	int time[MAX_STATES];
@@ -264,18 +272,80 @@ static long long pct(const long long *v, int n, int p)
 	return n ? v[rank > 0 ? rank - 1 : 0] : -1;
 }
 
+/* every CPU's time halted in the deepest state (ns), into deep[] */
+static int read_deep(int fd, long long *deep, int ncpu)
+{
+	char buf[64 * MAX_CPUS], *p = buf, *end;
+	ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
+	int cpu;
+	long long ns;
+
+	if (n <= 0)
+		return -1;
+	buf[n] = 0;
+	for (cpu = 0; cpu < ncpu; cpu++)
+		deep[cpu] = 0;
+	while (sscanf(p, "cpu%d %lld", &cpu, &ns) == 2) {
+		if (cpu >= 0 && cpu < ncpu)
+			deep[cpu] = ns;
+		end = strchr(p, '\n');
+		if (!end)
+			break;
+		p = end + 1;
+	}
+	return 0;
+}
+
+static void print_v4(const long long *first, int nf, const long long *rest,
+		     int nrest, long long gap_ns, const long long *gap_deep,
+		     int ncpu)
+{
+	long long prev = 0;
+	int i, j, cpu;
+
+	printf(" firsts=");
+	for (i = 0; i < nf; i++)
+		printf("%s%lld", i ? "," : "", first[i]);
+	/* rest[] sorted: one pair per distinct value */
+	printf(" rests=");
+	for (i = 0; i < nrest; i = j) {
+		for (j = i; j < nrest && rest[j] == rest[i]; j++)
+			;
+		printf("%s%lld:%d", i ? "," : "", rest[i] - prev, j - i);
+		prev = rest[i];
+	}
+	printf(" gap_ms=%.3f", gap_ns / 1e6);
+	for (cpu = 0; cpu < ncpu; cpu++)
+		printf(" gapdeep%d_pct=%.2f", cpu,
+		       gap_ns ? 100.0 * gap_deep[cpu] / gap_ns : 0.0);
+}
+
 static int burst(int argc, char **argv)
 {
-	int io_cpu, b, nr, dev, i, j, nf = 0, nrest = 0;
-	long long gap_ns, *first, *rest, *all, t0;
+	int io_cpu, b, nr, dev, i, j, nf = 0, nrest = 0, v4, deep_fd = -1, cpu;
+	int ncpu = 0;
+	long long gap_ns, *first, *rest, *all, t0, gap_end_ns, gap_sum = 0;
+	long long deep_end[MAX_CPUS], deep_start[MAX_CPUS], gap_deep[MAX_CPUS] = { 0 };
 	unsigned long long lcg = 12345;
 	struct timespec gap;
 	void *buf;
 
 	if (argc != 7 && (argc != 8 || (strcmp(argv[7], "raw") &&
-					strcmp(argv[7], "pos")))) {
-		fprintf(stderr, "usage: idle-watch burst DEV IO_CPU BURST GAP_US NR_BURSTS [raw|pos]\n");
+					strcmp(argv[7], "pos") &&
+					strcmp(argv[7], "v4")))) {
+		fprintf(stderr, "usage: idle-watch burst DEV IO_CPU BURST GAP_US NR_BURSTS [raw|pos|v4]\n");
 		return 2;
+	}
+	v4 = argc == 8 && !strcmp(argv[7], "v4");
+	if (v4) {
+		ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+		if (ncpu > MAX_CPUS)
+			ncpu = MAX_CPUS;
+		deep_fd = open(DEEP_NS, O_RDONLY);
+		if (deep_fd < 0 || read_deep(deep_fd, deep_end, ncpu)) {
+			perror(DEEP_NS);
+			return 1;
+		}
 	}
 	io_cpu = atoi(argv[3]);
 	b = atoi(argv[4]);
@@ -296,8 +366,21 @@ static int burst(int argc, char **argv)
 	pin(io_cpu);
 	gap.tv_sec = gap_ns / 1000000000LL;
 	gap.tv_nsec = gap_ns % 1000000000LL;
+	gap_end_ns = now_ns();
 	for (i = 0; i < nr; i++) {
 		clock_nanosleep(CLOCK_MONOTONIC, 0, &gap, NULL);
+		/*
+		 * the gap between bursts: from the last completion of one to
+		 * the first submission of the next (the first burst's gap
+		 * from the start, as the others')
+		 */
+		if (v4) {
+			if (read_deep(deep_fd, deep_start, ncpu))
+				return 1;
+			gap_sum += now_ns() - gap_end_ns;
+			for (cpu = 0; cpu < ncpu; cpu++)
+				gap_deep[cpu] += deep_start[cpu] - deep_end[cpu];
+		}
 		for (j = 0; j < b; j++) {
 			t0 = now_ns();
 			if (read_random(dev, buf, &lcg))
@@ -308,6 +391,11 @@ static int burst(int argc, char **argv)
 				rest[nrest++] = t0;
 			else
 				first[nf++] = t0;
+		}
+		if (v4) {
+			gap_end_ns = now_ns();
+			if (read_deep(deep_fd, deep_end, ncpu))
+				return 1;
 		}
 	}
 	if (argc == 8 && !strcmp(argv[7], "pos")) {
@@ -324,10 +412,13 @@ static int burst(int argc, char **argv)
 	}
 	qsort(first, nf, sizeof(*first), cmp_ll);
 	qsort(rest, nrest, sizeof(*rest), cmp_ll);
-	printf("first_p50=%lld first_p90=%lld first_p99=%lld first_max=%lld rest_p50=%lld rest_p90=%lld rest_p99=%lld rest_max=%lld\n",
+	printf("first_p50=%lld first_p90=%lld first_p99=%lld first_max=%lld rest_p50=%lld rest_p90=%lld rest_p99=%lld rest_max=%lld",
 	       pct(first, nf, 50), pct(first, nf, 90), pct(first, nf, 99),
 	       pct(first, nf, 100), pct(rest, nrest, 50), pct(rest, nrest, 90),
 	       pct(rest, nrest, 99), pct(rest, nrest, 100));
+	if (v4)
+		print_v4(first, nf, rest, nrest, gap_sum, gap_deep, ncpu);
+	printf("\n");
 	return 0;
 }
 

@@ -417,6 +417,13 @@ bench_db() {
 	BX_EXTRA=
 }
 db_run() {
+	r=
+	db_run_body
+	[ -z "$r" ] || measure "db kernel=$MODE idle=$IDLE dev=$BENCH_DEV shape=$shape gov=menu cus=50 spread=$BENCH_SPREAD cfg=$cfg aa=$aa rep=$rep" \
+		"$r$(cpu_shares)"
+}
+# one database run: r= its figures, empty after a failure (reported)
+db_run_body() {
 	echo 0 >/sys/block/$BX/queue/read_ahead_kb
 	# e2fsprogs' (run copies it), not busybox's, which has no ext4
 	/usr/bin/mke2fs -q -t ext4 -F /dev/$BX >/dev/null || {
@@ -434,12 +441,7 @@ db_run() {
 	r=$(taskset -c "$SUB_CPU" db-bench run /mnt/db/kv.db 20000 2000)
 	idle-watch snap >/tmp/post
 	umount /mnt/db
-	if [ -n "$r" ]; then
-		measure "db kernel=$MODE idle=$IDLE dev=$BENCH_DEV shape=$shape gov=menu cus=50 spread=$BENCH_SPREAD cfg=$cfg aa=$aa rep=$rep" \
-			"$r$(cpu_shares)"
-	else
-		fail "bench-db $shape $cfg"
-	fi
+	[ -n "$r" ] || fail "bench-db $shape $cfg"
 }
 
 # What each peer buys (latency) and keeps (where the CPUs' time goes,
@@ -483,4 +485,207 @@ clock_cost() {
 # asked they take, against the kernel without the option.
 idle_entry() {
 	measure "idleentry variant=$MODE $(idle-watch sleeps 1 20000 200)"
+}
+
+# ---- v4 (bench/v4.py): the peers named for what they are, each run a run
+# (no A/A pairs: the runs of a peer are its sample), exact latencies.
+#
+# The peers: deep (nothing set), c1e (states deeper than C1E off on the
+# I/O CPUs: what "cpupower idle-set -D" users on Intel call C-states off),
+# c1 (states deeper than C1 off: the floor every ratio is taken against),
+# dma (/dev/cpu_dma_latency at C1's exit latency), static (the per-CPU
+# resume latency at C1's), knob10 and auto (this series, 3 ms), ulease
+# (blkqos lease on the stock kernel), psd (the PSD model). The device's
+# CPU has POLL and C1 only in every peer, so that no peer changes it
+# (cpu_dma_latency is global and would otherwise take C1E from it).
+V4_KERNEL=$MODE
+case $MODE in
+psd) V4_KERNEL=lease ;;
+nopsd) V4_KERNEL=nolease ;;
+esac
+v4_arg() { sed -n "s/.*blkqos\.v4_$1=\([0-9a-z:,.-]*\).*/\1/p" /proc/cmdline; }
+
+# every cpuidle state from index FROM on, disable set to VALUE, on CPUS
+states_set() { # value from cpu...
+	ss_v=$1 ss_from=$2
+	shift 2
+	for c in "$@"; do
+		for s in /sys/devices/system/cpu/cpu$c/cpuidle/state*; do
+			[ "${s##*state}" -ge "$ss_from" ] || continue
+			echo "$ss_v" >"$s/disable"
+		done
+	done
+}
+# the index of the state named NAME (on CPU0), empty if none
+state_index() { # name
+	for s in /sys/devices/system/cpu/cpu0/cpuidle/state*; do
+		[ "$(cat "$s/name")" != "$1" ] || echo "${s##*state}"
+	done
+}
+# whether CPU2 (the device) has only POLL and C1, and no global limit
+# beyond C1 (dma holds C1's): what every peer must leave it
+v4_device_cpu_ok() {
+	[ "$BENCH_DEV" = null_blk ] || return 0
+	for s in /sys/devices/system/cpu/cpu$DEV_CPU/cpuidle/state*; do
+		[ "${s##*state}" -lt 2 ] || [ "$(cat "$s/disable")" = 1 ] || return 1
+		[ "${s##*state}" -ge 2 ] || [ "$(cat "$s/disable")" = 0 ] || return 1
+	done
+}
+v4_peer_off() {
+	states_set 0 1 $IO_CPUS
+	peer_off
+}
+v4_peer_on() { # cfg
+	v4_peer_off
+	case $1 in
+	deep) ;;
+	c1e)
+		i=$(state_index C1E)
+		[ -n "$i" ] || {
+			fail "bench-v4-no-c1e $IDLE"
+			return 1
+		}
+		states_set 1 $((i + 1)) $IO_CPUS ;;
+	c1) states_set 1 2 $IO_CPUS ;;
+	dma)
+		exec 7>/dev/cpu_dma_latency
+		printf '%x' "$C1_EXIT_US" >&7 ;;
+	static)
+		for c in $IO_CPUS; do
+			echo "$C1_EXIT_US" >/sys/devices/system/cpu/cpu$c/power/pm_qos_resume_latency_us
+		done ;;
+	psd) echo 1 >$PSD_ON ;;
+	knob10) echo 10 >"$(knob $BX limit_us)" ;;
+	auto) echo auto >"$(knob $BX limit_us)" ;;
+	ulease) bench_lease ;;
+	*)
+		fail "bench-v4-peer $1"
+		return 1 ;;
+	esac
+	sleep 0.05	# let a lease from the previous configuration lapse
+	g=$(cat $CPUIDLE/current_governor)
+	echo ladder >$CPUIDLE/current_governor
+	echo "$g" >$CPUIDLE/current_governor
+	v4_device_cpu_ok || {
+		fail "bench-v4-device-cpu $1"
+		return 1
+	}
+}
+
+# The exact completion latency (clat) of every I/O of the last fio_v4, from
+# fio's latency log (ns): "n= mean_ns= p50_ns= p99_ns= p999_ns= max_ns=" by
+# nearest rank, and h= a histogram in 100 ns bins, "gap:count" pairs where
+# gap is the bin's distance from the previous one listed (the first from 0)
+v4_lat_stats() { # log
+	cut -d, -f2 "$1" | tr -d ' ' | sort -n | awk '
+	{ v[NR] = $1; s += $1; b = int($1 / 100); h[b]++; if (!(b in seen)) { seen[b] = 1; o[++nb] = b } }
+	function r(p) { k = int((NR * p + 999) / 1000); if (k < 1) k = 1; return v[k] }
+	END {
+		printf "n=%d mean_ns=%d p50_ns=%d p99_ns=%d p999_ns=%d max_ns=%d h=", NR, s / NR, r(500), r(990), r(999), v[NR]
+		prev = 0
+		for (i = 1; i <= nb; i++) { printf "%s%d:%d", (i > 1 ? "," : ""), o[i] - prev, h[o[i]]; prev = o[i] }
+		printf "\n"
+	}'
+}
+fio_v4() { # dev iodepth nr_ios
+	rm -f /tmp/pre /tmp/post /tmp/fio.out /tmp/v4lat_clat.log /tmp/v4lat_clat.1.log
+	fio --name=lat --filename="/dev/$1" --rw=randread --bs=4k \
+		--ioengine=libaio --iodepth="$2" --direct=1 --number_ios="$3" \
+		--size=64m --cpus_allowed="$SUB_CPU" --norandommap --randrepeat=1 \
+		--output-format=terse --terse-version=3 \
+		--write_lat_log=/tmp/v4lat --log_avg_msec=0 --per_job_logs=0 \
+		--exec_prerun="sh -c 'idle-watch snap >/tmp/pre'" \
+		--exec_postrun="sh -c 'idle-watch snap >/tmp/post'" \
+		2>/tmp/fio.err >/tmp/fio.out
+	[ -s /tmp/pre ] && [ -s /tmp/post ] || fail "idle-watch-snap $1 qd$2"
+	l=/tmp/v4lat_clat.log
+	[ -s $l ] || l=/tmp/v4lat_clat.1.log
+	[ -s $l ] || {
+		sed 's/^/fio: /' /tmp/fio.err >&2
+		fail "bench-v4-latlog $1 qd$2"
+		return 1
+	}
+	[ "$(wc -l <$l)" = "$3" ] || fail "bench-v4-latlog-count $1 qd$2 $(wc -l <$l) $3"
+	# fio's own clat mean (us) beside the log's: the log's unit checked
+	printf 'iops=%s fio_clat_mean_us=%s %s%s\n' \
+		"$(awk -F';' '$1 == 3 { print $8 }' /tmp/fio.out)" \
+		"$(awk -F';' '$1 == 3 { print $16 }' /tmp/fio.out)" \
+		"$(v4_lat_stats $l)" "$(cpu_shares)"
+}
+
+# The runs of the peers blkqos.v4_cfgs=cfg:FIRST-LAST,... names: run r of
+# every peer whose range holds r, in an order rotated by r, each on a
+# device made again with its peer set up; BODY runs with cfg and rep set.
+v4_runs() { # cus spread shape body
+	vr_reps=$(v4_arg cfgs | tr , '\n' | sed 's/.*[:-]//' | sort -n | tail -1)
+	rep=$(v4_arg cfgs | tr , '\n' | sed 's/.*:\([0-9]*\)-.*/\1/' | sort -n | head -1)
+	while [ "$rep" -le "$vr_reps" ]; do
+		cfgs=
+		for cr in $(v4_arg cfgs | tr , ' '); do
+			lo=${cr#*:} hi=${cr#*-}
+			lo=${lo%-*}
+			[ "$rep" -lt "$lo" ] || [ "$rep" -gt "$hi" ] || cfgs="$cfgs ${cr%%:*}"
+		done
+		for cfg in $(rotate $((rep - 1)) $cfgs); do
+			bx_up "$1" "$2" "$3" || continue
+			if v4_peer_on "$cfg"; then
+				$4
+			fi
+			v4_peer_off
+			bx_down
+		done
+		rep=$((rep + 1))
+	done
+}
+v4_tags() {
+	echo "kernel=$V4_KERNEL idle=$IDLE build=$(v4_arg build) dev=$BENCH_DEV irq_cpu=${IRQ_CPU:--1} sub_cpu=$SUB_CPU shape=$shape gov=menu cus=$cus spread=$spread cfg=$cfg rep=$rep"
+}
+v4_lat_run() {
+	for qd in $(v4_arg qds | tr , ' '); do
+		r=$(fio_v4 "$BX" "$qd" "$BENCH_IOS") || continue
+		measure "v4lat $(v4_tags) qd=$qd ios=$BENCH_IOS" "$r"
+	done
+}
+v4_burst_run() {
+	idle-watch snap >/tmp/pre
+	r=$(idle-watch burst /dev/bx 1 "$b" $((gms * 1000)) "$nr" v4)
+	idle-watch snap >/tmp/post
+	if [ -n "$r" ]; then
+		measure "v4burst $(v4_tags) burst=$b gap_ms=$gms bursts=$nr" "$r$(cpu_shares)"
+	else
+		fail "bench-v4-burst $shape $b $gms $cfg"
+	fi
+}
+v4_db_run() {
+	r=
+	db_run_body
+	[ -z "$r" ] || measure "v4db $(v4_tags)" "$r$(cpu_shares)"
+}
+
+# One v4 guest: a kind (lat, burst, db) at one point; what it runs comes
+# from blkqos.v4_*= (bench/v4.py writes them), records tagged as v4 rows
+bench_v4() {
+	[ "$BENCH_DEV" != null_blk ] || states_set 1 2 $DEV_CPU
+	echo menu >$CPUIDLE/current_governor
+	shape=$(v4_arg shape) cus=$(v4_arg cus) spread=$BENCH_SPREAD
+	[ "$BENCH_DEV" = null_blk ] || spread=0
+	measure "benchpoint kernel=$V4_KERNEL v4=$(v4_arg kind) shape=$shape uptime=$(cut -d' ' -f1 /proc/uptime)"
+	case $(v4_arg kind) in
+	lat) v4_runs "$cus" "$spread" "$shape" v4_lat_run ;;
+	burst)
+		b=$(v4_arg burst) nr=$(v4_arg bursts)
+		# the first runs of a boot are slower: one thrown away
+		bx_up 50 "$spread" "$shape"
+		idle-watch burst /dev/bx 1 "$b" 2000 20 >/dev/null
+		bx_down
+		for gms in $(v4_arg gaps | tr , ' '); do
+			v4_runs "$cus" "$spread" "$shape" v4_burst_run
+		done ;;
+	db)
+		BX_EXTRA="memory_backed=1 size=256"
+		mkdir -p /mnt/db
+		v4_runs "$cus" "$spread" "$shape" v4_db_run
+		BX_EXTRA= ;;
+	*) fail "bench-v4-kind $(v4_arg kind)" ;;
+	esac
 }
