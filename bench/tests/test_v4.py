@@ -27,15 +27,15 @@ def hist(values, width):
     return ",".join(out)
 
 
-def lat_record(kernel, cfg, rep, values, build="speed-hz250-aaaa", qd=1, idle="icx"):
+def lat_record(kernel, cfg, rep, values, build="speed-hz250-aaaa", qd=1, idle="icx", spin2=0):
     s = sorted(values)
     n = len(s)
     return (f"BLKQOS-MEASURE v4lat kernel={kernel} idle={idle} build={build} dev=null_blk irq_cpu=0 sub_cpu=1 "
             f"shape=cross gov=menu cus=50 spread=50 cfg={cfg} rep={rep} qd={qd} ios={n} iops=1 "
-            f"fio_clat_mean_us=1 n={n} mean_ns={sum(s) // n} p50_ns={s[v4.pct_rank(n, 500) - 1]} "
+            f"fio_clat_mean_us={sum(s) / n / 1000:.3f} n={n} mean_ns={sum(s) // n} p50_ns={s[v4.pct_rank(n, 500) - 1]} "
             f"p99_ns={s[v4.pct_rank(n, 990) - 1]} p999_ns={s[v4.pct_rank(n, 999) - 1]} max_ns={s[-1]} "
             f"h={hist(s, 100)} deep0_pct=1.0 spin0_pct=0 c1_0_pct=0 poll0_pct=0 deep1_pct=2.0 spin1_pct=0 "
-            f"c1_1_pct=0 poll1_pct=0 deep2_pct=0 spin2_pct=0 c1_2_pct=90.0 poll2_pct=0\n")
+            f"c1_1_pct=0 poll1_pct=0 deep2_pct=0 spin2_pct={spin2} c1_2_pct=90.0 poll2_pct=0\n")
 
 
 class Keep:
@@ -47,17 +47,21 @@ class Keep:
         v4.KEEP = self.dir.name
         return self
 
-    def put(self, name, text):
+    def put(self, name, text, args="blkqos_test.idle=icx"):
+        """a kept log and its stamp (the guest's arguments on its first line)"""
         with lzma.open(os.path.join(self.dir.name, f"console-bench-v4-{name}.log.xz"), "wt") as f:
             f.write(text)
+        with open(os.path.join(self.dir.name, f"console-bench-v4-{name}.log.done"), "w") as f:
+            f.write(f"key inputs psd {args} blkqos.v4_build=x\nhost_cpu_seconds 12.5\n")
 
     def __exit__(self, *a):
         v4.KEEP = self.old
         self.dir.cleanup()
 
 
-def guest(name, kernel="lease", idle="icx"):
-    return {"name": name, "kernel": kernel, "args": f"blkqos_test.idle={idle}", "nvme": None}
+def guest(name, kernel="lease", idle="icx", cfgs="c1:1-1"):
+    return {"name": name, "kernel": kernel, "args": f"blkqos_test.idle={idle} blkqos.v4_kind=lat blkqos.v4_cfgs={cfgs}",
+            "nvme": None}
 
 
 class Statistics(unittest.TestCase):
@@ -82,6 +86,16 @@ class Statistics(unittest.TestCase):
         self.assertEqual(v4.verdict([1.0, 1.29], 1.3, ">="), "not met")
         self.assertEqual(v4.verdict([1.2, 1.4], 1.3, ">="), "undecided")
 
+    def test_info_verdicts(self):
+        self.assertEqual(v4.verdict([1.01, 1.4], None, "info"), "informative")
+        self.assertEqual(v4.verdict([0.9, 1.0], None, "info"), "not informative")
+        self.assertEqual(v4.verdict([0.99, 1.1], None, "info"), "undecided")
+
+    def test_few_runs_widen_the_interval(self):
+        self.assertLess(v4.expanded_tail(0.95, 6), v4.expanded_tail(0.95, 20))
+        self.assertLess(v4.expanded_tail(0.95, 20), 0.025)
+        self.assertAlmostEqual(v4.t_quantile(0.975, 5), 2.5706, places=3)
+
     def test_bootstrap_is_deterministic_and_covers_the_point(self):
         a, b = [10, 11, 12, 30], [10, 10, 11, 11]
 
@@ -102,34 +116,68 @@ class Collect(unittest.TestCase):
                 text += lat_record("lease", "c1", rep, [rng.randrange(60000, 80000) for _ in range(300)])
                 text += lat_record("lease", "knob10", rep, [rng.randrange(60000, 80000) for _ in range(300)])
                 text += lat_record("lease", "deep", rep, [rng.randrange(60000, 300000) for _ in range(300)])
-            k.put("g", text)
-            rows, hot, guests, missing = v4.collect([(1, [guest("g"), guest("absent")])])
+            g = guest("g", cfgs="c1:1-6,knob10:1-6,deep:1-6")
+            k.put("g", text, g["args"])
+            rows, hot, guests, missing = v4.collect([(1, [g, guest("absent")])])
             self.assertEqual(missing, ["absent"])
+            self.assertEqual(guests[0]["host_cpu_seconds"], 12.5)
             self.assertEqual(len(rows), 3)
             cl = {c["cfg"]: c for c in v4.lat_claims(rows) if c["claim"] != "rows" and "cfg" in c}
             self.assertEqual(cl["deep"]["verdict"], "met")            # deep >= 1.3 x c1
-            self.assertIn(cl["knob10"]["verdict"], ("met", "undecided (statistic)"))
+            self.assertEqual(cl["knob10"]["verdict"], "met")
             self.assertLess(cl["knob10"]["ci"][1], 1.05)
+
+    def test_a_log_of_other_arguments_is_not_read(self):
+        with Keep() as k:
+            k.put("a", lat_record("lease", "c1", 1, [70000] * 10), "blkqos_test.idle=icx older args")
+            rows, _, _, missing = v4.collect([(1, [guest("a")])])
+            self.assertEqual((rows, missing), ({}, ["a"]))
+
+    def test_a_run_missing_or_repeated_is_refused(self):
+        for reps in ((1,), (1, 2, 2)):
+            with Keep() as k:
+                g = guest("a", cfgs="c1:1-2")
+                k.put("a", "".join(lat_record("lease", "c1", r, [70000] * 10) for r in reps), g["args"])
+                with self.assertRaises(SystemExit):
+                    v4.collect([(1, [g])])
+
+    def test_the_device_cpu_leaving_c1_is_refused(self):
+        with Keep() as k:
+            g = guest("a")
+            k.put("a", lat_record("lease", "c1", 1, [70000] * 10, spin2=0.3), g["args"])
+            with self.assertRaises(SystemExit):
+                v4.collect([(1, [g])])
+
+    def test_a_log_in_another_unit_is_refused(self):
+        with Keep() as k:
+            g = guest("a")
+            k.put("a", lat_record("lease", "c1", 1, [70000] * 10).replace("fio_clat_mean_us=70.000",
+                                                                          "fio_clat_mean_us=0.070"), g["args"])
+            with self.assertRaises(SystemExit):
+                v4.collect([(1, [g])])
 
     def test_a_row_never_mixes_builds(self):
         with Keep() as k:
-            k.put("a", lat_record("lease", "c1", 1, [70000] * 10, build="speed-hz250-aaaa"))
-            k.put("b", lat_record("lease", "c1", 2, [70000] * 10, build="speed-hz250-bbbb"))
+            a, b = guest("a"), guest("b", cfgs="c1:2-2")
+            k.put("a", lat_record("lease", "c1", 1, [70000] * 10, build="speed-hz250-aaaa"), a["args"])
+            k.put("b", lat_record("lease", "c1", 2, [70000] * 10, build="speed-hz250-bbbb"), b["args"])
             with self.assertRaises(SystemExit):
-                v4.collect([(1, [guest("a"), guest("b")])])
+                v4.collect([(1, [a, b])])
 
     def test_other_tables_and_hz_are_other_rows(self):
         with Keep() as k:
-            k.put("a", lat_record("lease", "c1", 1, [70000] * 10))
-            k.put("b", lat_record("lease", "c1", 1, [70000] * 10, build="speed-hz1000-aaaa"))
-            rows, *_ = v4.collect([(1, [guest("a"), guest("b")])])
+            g = guest("a")
+            k.put("a", lat_record("lease", "c1", 1, [70000] * 10), g["args"])
+            k.put("b", lat_record("lease", "c1", 1, [70000] * 10, build="speed-hz1000-aaaa"), g["args"])
+            rows, *_ = v4.collect([(1, [g, dict(g, name="b")])])
             self.assertEqual(len(rows), 2)
 
     def test_a_record_of_another_kernel_is_refused(self):
         with Keep() as k:
-            k.put("a", lat_record("stock", "c1", 1, [70000] * 10))
+            g = guest("a", kernel="lease")
+            k.put("a", lat_record("stock", "c1", 1, [70000] * 10), g["args"])
             with self.assertRaises(SystemExit):
-                v4.collect([(1, [guest("a", kernel="lease")])])
+                v4.collect([(1, [g])])
 
 
 class Stages(unittest.TestCase):

@@ -40,7 +40,7 @@
  * With "v4", prints the summary, then "firsts=" every first read's time
  * (us, comma-separated), "rests=" the others' as a histogram of 1 us bins
  * ("gap:count" pairs, gap the bin's distance from the previous one
- * listed), "gap_ms=" the time between the last completion of a burst and
+ * listed), "gap_sum_ms=" the time between the last completion of a burst and
  * the first submission of the next, summed, and per CPU N "gapdeepN_pct="
  * the share of that time CPU N was halted in the deepest state (debugfs
  * blkqos_test/deep, read without waking the CPU).
@@ -314,7 +314,7 @@ static void print_v4(const long long *first, int nf, const long long *rest,
 		printf("%s%lld:%d", i ? "," : "", rest[i] - prev, j - i);
 		prev = rest[i];
 	}
-	printf(" gap_ms=%.3f", gap_ns / 1e6);
+	printf(" gap_sum_ms=%.3f", gap_ns / 1e6);
 	for (cpu = 0; cpu < ncpu; cpu++)
 		printf(" gapdeep%d_pct=%.2f", cpu,
 		       gap_ns ? 100.0 * gap_deep[cpu] / gap_ns : 0.0);
@@ -366,6 +366,8 @@ static int burst(int argc, char **argv)
 	pin(io_cpu);
 	gap.tv_sec = gap_ns / 1000000000LL;
 	gap.tv_nsec = gap_ns % 1000000000LL;
+	if (v4 && read_deep(deep_fd, deep_end, ncpu))
+		return 1;
 	gap_end_ns = now_ns();
 	for (i = 0; i < nr; i++) {
 		clock_nanosleep(CLOCK_MONOTONIC, 0, &gap, NULL);
@@ -403,7 +405,7 @@ static int burst(int argc, char **argv)
 			printf("%d %lld\n", i % b, all[i]);
 		return 0;
 	}
-	if (argc == 8) {
+	if (argc == 8 && !strcmp(argv[7], "raw")) {
 		for (i = 0; i < nf; i++)
 			printf("first %lld\n", first[i]);
 		for (i = 0; i < nrest; i++)

@@ -522,14 +522,21 @@ state_index() { # name
 		[ "$(cat "$s/name")" != "$1" ] || echo "${s##*state}"
 	done
 }
-# whether CPU2 (the device) has only POLL and C1, and no global limit
-# beyond C1 (dma holds C1's): what every peer must leave it
+# whether CPU2 (the device) has POLL and C1 and nothing else, no resume
+# latency of its own and no lease (dma's global C1 limit leaves it the
+# same two states): what every peer must leave it. That it never entered
+# a deeper state during the runs, bench/v4.py checks from their records
+# (spin2 and deep2 at 0).
 v4_device_cpu_ok() {
 	[ "$BENCH_DEV" = null_blk ] || return 0
-	for s in /sys/devices/system/cpu/cpu$DEV_CPU/cpuidle/state*; do
+	d=/sys/devices/system/cpu/cpu$DEV_CPU
+	for s in $d/cpuidle/state*; do
 		[ "${s##*state}" -lt 2 ] || [ "$(cat "$s/disable")" = 1 ] || return 1
 		[ "${s##*state}" -ge 2 ] || [ "$(cat "$s/disable")" = 0 ] || return 1
 	done
+	[ "$(cat $d/power/pm_qos_resume_latency_us)" = 0 ] || return 1
+	[ ! -r $d/cpuidle/cpu_lat_lease_limit_us ] ||
+		[ "$(cat $d/cpuidle/cpu_lat_lease_limit_us)" = -1 ] || return 1
 }
 v4_peer_off() {
 	states_set 0 1 $IO_CPUS
@@ -587,8 +594,10 @@ v4_lat_stats() { # log
 		printf "\n"
 	}'
 }
+# The record of one run in /tmp/v4rec (failures on the console: never
+# inside a record); status 1 if there is none
 fio_v4() { # dev iodepth nr_ios
-	rm -f /tmp/pre /tmp/post /tmp/fio.out /tmp/v4lat_clat.log /tmp/v4lat_clat.1.log
+	rm -f /tmp/pre /tmp/post /tmp/fio.out /tmp/v4lat_clat.log /tmp/v4lat_clat.1.log /tmp/v4rec
 	fio --name=lat --filename="/dev/$1" --rw=randread --bs=4k \
 		--ioengine=libaio --iodepth="$2" --direct=1 --number_ios="$3" \
 		--size=64m --cpus_allowed="$SUB_CPU" --norandommap --randrepeat=1 \
@@ -605,16 +614,32 @@ fio_v4() { # dev iodepth nr_ios
 		fail "bench-v4-latlog $1 qd$2"
 		return 1
 	}
-	[ "$(wc -l <$l)" = "$3" ] || fail "bench-v4-latlog-count $1 qd$2 $(wc -l <$l) $3"
-	# fio's own clat mean (us) beside the log's: the log's unit checked
+	[ "$(wc -l <$l)" = "$3" ] || {
+		fail "bench-v4-latlog-count $1 qd$2 $(wc -l <$l) $3"
+		return 1
+	}
+	# fio's own clat mean (us) beside the log's: bench/v4.py checks the
+	# log's unit with it
 	printf 'iops=%s fio_clat_mean_us=%s %s%s\n' \
 		"$(awk -F';' '$1 == 3 { print $8 }' /tmp/fio.out)" \
 		"$(awk -F';' '$1 == 3 { print $16 }' /tmp/fio.out)" \
-		"$(v4_lat_stats $l)" "$(cpu_shares)"
+		"$(v4_lat_stats $l)" "$(cpu_shares)" >/tmp/v4rec
+}
+
+# the words shuffled, seeded by $1: the same order for the same seed, a
+# different one for each run (busybox awk: srand(seed) repeats)
+shuffle() { # seed word...
+	sh_seed=$1
+	shift
+	echo "$@" | awk -v seed="$sh_seed" '{
+		srand(seed)
+		for (i = NF; i > 1; i--) { j = int(rand() * i) + 1; t = $i; $i = $j; $j = t }
+		print }'
 }
 
 # The runs of the peers blkqos.v4_cfgs=cfg:FIRST-LAST,... names: run r of
-# every peer whose range holds r, in an order rotated by r, each on a
+# every peer whose range holds r, in an order shuffled by r (no peer
+# always first after the boot or always after the same one), each on a
 # device made again with its peer set up; BODY runs with cfg and rep set.
 v4_runs() { # cus spread shape body
 	vr_reps=$(v4_arg cfgs | tr , '\n' | sed 's/.*[:-]//' | sort -n | tail -1)
@@ -626,7 +651,7 @@ v4_runs() { # cus spread shape body
 			lo=${lo%-*}
 			[ "$rep" -lt "$lo" ] || [ "$rep" -gt "$hi" ] || cfgs="$cfgs ${cr%%:*}"
 		done
-		for cfg in $(rotate $((rep - 1)) $cfgs); do
+		for cfg in $(shuffle "$rep" $cfgs); do
 			bx_up "$1" "$2" "$3" || continue
 			if v4_peer_on "$cfg"; then
 				$4
@@ -642,8 +667,8 @@ v4_tags() {
 }
 v4_lat_run() {
 	for qd in $(v4_arg qds | tr , ' '); do
-		r=$(fio_v4 "$BX" "$qd" "$BENCH_IOS") || continue
-		measure "v4lat $(v4_tags) qd=$qd ios=$BENCH_IOS" "$r"
+		fio_v4 "$BX" "$qd" "$BENCH_IOS" || continue
+		measure "v4lat $(v4_tags) qd=$qd ios=$BENCH_IOS" "$(cat /tmp/v4rec)"
 	done
 }
 v4_burst_run() {
@@ -670,14 +695,15 @@ bench_v4() {
 	shape=$(v4_arg shape) cus=$(v4_arg cus) spread=$BENCH_SPREAD
 	[ "$BENCH_DEV" = null_blk ] || spread=0
 	measure "benchpoint kernel=$V4_KERNEL v4=$(v4_arg kind) shape=$shape uptime=$(cut -d' ' -f1 /proc/uptime)"
+	# the first runs of a boot are slower: one of each kind thrown away
+	bx_up "$cus" "$spread" "$shape"
+	fio_v4 "$BX" 1 2000 || true
+	[ "$(v4_arg kind)" != burst ] || idle-watch burst /dev/$BX 1 "$(v4_arg burst)" 2000 20 >/dev/null
+	bx_down
 	case $(v4_arg kind) in
 	lat) v4_runs "$cus" "$spread" "$shape" v4_lat_run ;;
 	burst)
 		b=$(v4_arg burst) nr=$(v4_arg bursts)
-		# the first runs of a boot are slower: one thrown away
-		bx_up 50 "$spread" "$shape"
-		idle-watch burst /dev/bx 1 "$b" 2000 20 >/dev/null
-		bx_down
 		for gms in $(v4_arg gaps | tr , ' '); do
 			v4_runs "$cus" "$spread" "$shape" v4_burst_run
 		done ;;
