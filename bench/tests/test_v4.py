@@ -4,6 +4,7 @@ the guest's latency encoding (python3 -m unittest discover -s bench/tests)"""
 import lzma
 import os
 import random
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -200,6 +201,7 @@ class Stages(unittest.TestCase):
             for g in v4.specs(stage):
                 cfgs = g["args"].split("v4_cfgs=")[1].split()[0]
                 self.assertTrue(all(c.split(":")[0] in v4.MANY for c in cfgs.split(",")), cfgs)
+                self.assertFalse(g["name"].startswith(("db-", "calibration-")), g["name"])
         self.assertIn("deep:13-20", v4.specs(3)[0]["args"])
 
     def test_a_stopped_peer_is_not_run_again(self):
@@ -209,6 +211,33 @@ class Stages(unittest.TestCase):
 
 
 class GuestEncoding(unittest.TestCase):
+    @unittest.skipUnless(shutil.which("gcc"), "no gcc")
+    def test_idle_watch_burst_record_parses(self):
+        """idle-watch burst ... v4 (the guest's tool, built here, reading a
+        file on disk and a deep-time file of the debugfs lines) into a
+        v4burst record that v4.py's burst statistics read"""
+        with tempfile.TemporaryDirectory(dir=os.path.dirname(os.path.abspath(__file__))) as d:
+            iw, data, deep = (os.path.join(d, n) for n in ("iw", "data", "deep"))
+            subprocess.run(["gcc", "-O2", "-o", iw, os.path.join(v4.ROOT, "kernel-patch", "test", "idle-watch.c")],
+                           check=True)
+            with open(data, "wb") as f:
+                f.truncate(64 << 20)
+            with open(deep, "w") as f:
+                f.write("cpu0 1000\ncpu1 2000\n")
+            out = subprocess.run([iw, "burst", data, "0", "8", "1000", "5", "v4"], capture_output=True, text=True,
+                                 env=dict(os.environ, IDLE_WATCH_DEEP=deep), check=True).stdout
+        rec = ("BLKQOS-MEASURE v4burst kernel=lease idle=icx build=speed-hz250-a dev=null_blk irq_cpu=0 sub_cpu=1 "
+               "shape=cross gov=menu cus=50 spread=50 cfg=c1 rep=1 burst=8 gap_ms=2 bursts=5 " + out.strip())
+        (kind, f), = v4.parse_text(rec)
+        self.assertEqual((kind, f["gap_ms"], f["gapdeep0_pct"], f["gapdeep1_pct"]), ("v4burst", 2, 0.0, 0.0))
+        self.assertGreater(f["gap_sum_ms"], 4.5)
+        st = v4.burst_stats([f], (0, 1))
+        self.assertEqual(st["n_first"], 5)
+        self.assertEqual(sum(st["rest"].n), 35)
+        self.assertEqual(st["rest"].pct([0], 1000) - 0.5, f["rest_max"])
+        self.assertEqual(st["first"].pct([0], 1000) - 0.5, f["first_max"])
+
+    @unittest.skipUnless(shutil.which("busybox"), "no busybox (kernel-patch/test/run installs it)")
     def test_guest_stats_match_the_host_decoding(self):
         """bench.sh's v4_lat_stats (the guest's awk) against v4.py"""
         rng = random.Random(3)
