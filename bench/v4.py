@@ -399,7 +399,10 @@ class NoInterval(Exception):
 def boot(stat_a, na, stat_b, nb, combine, level=0.95, n=2000, seed=42):
     """Bootstrap interval of combine(stat_a(runs of a), stat_b(runs of b)),
     each resampled over its own runs, expanded for the smaller sample; at
-    levels beyond what n resamples resolve, their extremes"""
+    levels beyond what n resamples resolve, their extremes. A sample of
+    one run has no spread to resample: no interval ([None, None])"""
+    if min(na, nb) < 2:
+        return [None, None]
     rng = random.Random(seed)
     out = []
     for _ in range(n):
@@ -419,6 +422,8 @@ def verdict(ci, target, side):
     ">=", from the interval's bounds; side "info": whether a ratio shows a
     difference at all (informative when its interval is above 1)"""
     lo, hi = ci
+    if lo is None:
+        return "undecided"
     if side == "info":
         return "informative" if lo > 1 else "not informative" if hi <= 1 else "undecided"
     if side == "<=":
@@ -580,8 +585,9 @@ def lat_claims(rows, level=0.95):
             vals.sort()
             point = (tl.pct(range(len(tl.n)), 990) / tc.pct(range(len(tc.n)), 990)) / (
                 tp.pct(range(len(tp.n)), 990) / tq.pct(range(len(tq.n)), 990))
-            tail = expanded_tail(level, min(len(tl.n), len(tc.n), len(tp.n), len(tq.n)))
-            ci = [round(quantile(vals, tail), 4), round(quantile(vals, 1 - tail), 4)]
+            small = min(len(tl.n), len(tc.n), len(tp.n), len(tq.n))
+            tail = expanded_tail(level, small)
+            ci = [round(quantile(vals, tail), 4), round(quantile(vals, 1 - tail), 4)] if small > 1 else [None, None]
             # within 5 % of PSD or better (non-inferiority, the margin of
             # the other latency targets); one boot per kernel: the
             # interval has no boot-to-boot variation in it
@@ -701,7 +707,7 @@ def hot_claims(hot):
             runs.setdefault(v, {})[h["run"]] = h["iops"]
         if "on" in runs and "off" in runs:
             pr = [runs["on"][n] / runs["off"][n] for n in sorted(runs["on"]) if n in runs["off"] and runs["off"][n]]
-            ci = boot(lambda r: statistics.median(pr[i] for i in r), len(pr), lambda r: 1, 1,
+            ci = boot(lambda r: statistics.median(pr[i] for i in r), len(pr), lambda r: 1, len(pr),
                       lambda a, b: a)
             out.append(claim("hot path: IOPS knob on / off (paired)", "hotpath", "median of paired runs' ratio",
                              round(statistics.median(pr), 4), ci, 0.99, ">=", peers=("on", "off"),
@@ -784,6 +790,8 @@ def report(done, stopped, missing):
 def fmt(c):
     v = c["value"]
     ci = c["ci"]
+    if ci[0] is None:
+        return f"{v:.3f} (one run: no interval)"
     if isinstance(v, float) and abs(v) < 20:
         return f"{v:.3f} [{ci[0]:.3f}, {ci[1]:.3f}]"
     return f"{v:.1f} [{ci[0]:.1f}, {ci[1]:.1f}]"
