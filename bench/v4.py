@@ -23,7 +23,7 @@ side, "undecided" otherwise.
 """
 
 import argparse
-import bisect
+import functools
 import json
 import lzma
 import math
@@ -380,6 +380,7 @@ def t_quantile(p, df):
     return (lo + hi) / 2
 
 
+@functools.lru_cache(maxsize=None)
 def expanded_tail(level, n):
     """The bootstrap quantile that an interval of this level takes with n
     runs: the percentile interval undercovers with few runs (6 against 6
@@ -839,15 +840,21 @@ def plot(r, path):
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
     colors = {"deep": "#888888", "c1": "#000000", "static": "#9467bd", "knob10": "#1f77b4",
               "auto": "#2ca02c", "ulease": "#ff7f0e"}
+    markers = {"deep": "o", "c1": "s", "static": "D", "knob10": "o", "auto": "o", "ulease": "^"}
     for c in r["claims"]:
         if c["part"] != "bursts" or c["claim"] != "rows":
             continue
         c1 = c["rows"]["c1"]
         for peer, row in c["rows"].items():
-            for ax, what, mk in ((axes[0], "first_p99_us", "o"), (axes[1], "rest_p99_us", "s")):
-                ax.scatter(row["gap_deep_pct"], row[what] / c1[what], color=colors.get(peer, "red"),
-                           marker=mk if c["kernel"] != "stock" else "^", s=18 + c["gap_ms"] / 2,
-                           label=peer if c["kernel"] != "stock" else f"{peer} (stock)")
+            for ax, what in ((axes[0], "first_p99_us"), (axes[1], "rest_p99_us")):
+                # peers that coincide (auto and knob10, static and c1)
+                # stay visible: a marker each, the stock kernel's hollow
+                stock = c["kernel"] == "stock"
+                ax.scatter(row["gap_deep_pct"], row[what] / c1[what], marker=markers.get(peer, "o"),
+                           s=(70 if peer in ("auto", "static") else 30), linewidths=1.2,
+                           facecolors="none" if stock or peer in ("auto", "static") else colors.get(peer, "red"),
+                           edgecolors=colors.get(peer, "red"),
+                           label=f"{peer} (stock kernel)" if stock else peer)
                 ax.annotate(f"{c['shape'][0]}{c['gap_ms']}", (row["gap_deep_pct"], row[what] / c1[what]),
                             fontsize=6, alpha=0.6)
     for ax, title in ((axes[0], "first read of a burst"), (axes[1], "the other reads")):
