@@ -615,7 +615,8 @@ def burst_claims(rows, level=0.95):
         if key[0] == "v4burst":
             groups.setdefault(key[:-1], {})[key[-1]] = recs
     tick_ms = 1000 / HZ
-    for gkey, peers in sorted(groups.items(), key=str):
+    # by kernel, shape, then gap in ms (not as text: 2 before 16)
+    for gkey, peers in sorted(groups.items(), key=lambda kv: (kv[0][1], kv[0][5], kv[0][7])):
         _, kernel, idle, build, dev, shape, cus, gap = gkey
         if "c1" not in peers or "deep" not in peers:
             continue
@@ -830,6 +831,59 @@ def markdown(r):
     return "\n".join(lines) + "\n"
 
 
+def cell(c):
+    v, (lo, hi) = c["value"], c["ci"]
+    if lo is None:
+        return f"{v} (1 run)"
+    f = ".2f" if isinstance(v, float) and abs(v) < 20 else ".0f"
+    return f"{v:{f}} [{lo:{f}}, {hi:{f}}] **{c['verdict']}**"
+
+
+def summary(r):
+    """the README's one screen: the claims that carry the project's
+    case, each point's value, 95 % interval and verdict"""
+    cl = [c for c in r["claims"] if "value" in c]
+
+    def pick(name, **where):
+        return [c for c in cl if c["claim"].startswith(name) and all(c.get(k) == v for k, v in where.items())]
+
+    lines = ["| claim (target) | where | value [95 % interval] verdict |", "|---|---|---|"]
+
+    def row(label, cs, key):
+        if cs:
+            lines.append(f"| {label} | " + "; ".join(f"{key(c)}" for c in cs) + " | " +
+                         "; ".join(cell(c) for c in cs) + " |")
+    qd = lambda c: f"QD{c['qd']}"  # noqa: E731
+    gap = lambda c: f"{c['shape']} G={c['gap_ms']}"  # noqa: E731
+    row("deep allowed p99 / c1, lease kernel (>= 1.3: something to buy)", pick("phenomenon", idle="icx"), qd)
+    for p in ("knob10", "auto"):
+        row(f"{p} p99 / c1 (<= 1.05)", pick(f"latency bought: {p}", kernel="lease", idle="icx"), qd)
+    for p, what in (("c1e", "C-states off as set"), ("dma", "cpu_dma_latency"), ("static", "resume latency")):
+        row(f"{p} p99 / c1 ({what}; shown)", pick(f"{p} p99", kernel="lease", idle="icx", part="sustained"), qd)
+    row("(knob10 / c1) / (psd / c1) (<= 1.05)", pick("vs PSD: (knob10"), qd)
+    row("ulease p99 / c1, stock kernel (<= 1.05)", pick("latency bought: ulease"), qd)
+    row("auto p99 / c1, EPYC table (<= 1.05)", pick("latency bought: auto", idle="epyc"), qd)
+    for p, k in (("knob10", "lease"), ("ulease", "stock")):
+        row(f"{p}: first read p99 - c1's, us (<= 10)", pick(f"bursts: {p} first-read p99 -", kernel=k), gap)
+        row(f"{p}: first read p99 / c1 (<= 1.05)", pick(f"bursts: {p} first-read p99 /", kernel=k), gap)
+        row(f"{p}: deep residency between bursts / deep's (>= 0.90)",
+            pick(f"bursts: {p} deep residency", kernel=k), gap)
+    row("SQLite query p99 / c1 (<= 1.05)", [c for c in pick("SQLite") if c["cfg"] != "deep"],
+        lambda c: f"{c['cfg']} ({c['kernel']})")
+    row("hot path IOPS (>= 0.99)", pick("hot path"),
+        lambda c: c["claim"].split("IOPS ")[1].split(" (")[0] + f" irq{c['irq']} QD{c['qd']}")
+    counts = {}
+    for c in cl:
+        if c.get("target") is not None:
+            counts[c["verdict"]] = counts.get(c["verdict"], 0) + 1
+    lines.append("")
+    lines.append(f"Every target of the run ({len([c for c in cl if c.get('target') is not None])}): " +
+                 ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) +
+                 f"; {r['host_core_hours']} host core-hours of QEMU CPU time, {len(r['guests'])} guests "
+                 f"(`results/v4/claims.md` has every claim).")
+    return "\n".join(lines) + "\n"
+
+
 def plot(r, path):
     """latency bought against deep residency kept, on the bursts: x the
     I/O CPUs' deep residency between bursts, y first- and rest-of-burst
@@ -889,6 +943,8 @@ def main():
         json.dump(r, f, indent=1)
     with open(os.path.join(OUT, "claims.md"), "w") as f:
         f.write(markdown(r))
+    with open(os.path.join(OUT, "summary.md"), "w") as f:
+        f.write(summary(r))
     try:
         plot(r, os.path.join(OUT, "bursts"))
     except ImportError:
