@@ -770,7 +770,9 @@ def stages_run(do_boot):
         rows, _, _, missing = collect(done)
         if missing:
             return done, stopped, missing
-        stopped |= decided_stops(rows, stage)
+        # a stop after the last look stops nothing: not recorded as one
+        if stage < len(LOOKS):
+            stopped |= decided_stops(rows, stage)
     return done, stopped, []
 
 
@@ -840,7 +842,9 @@ def cell(c):
     v, (lo, hi) = c["value"], c["ci"]
     if lo is None:
         return f"{v} (1 run)"
-    f = ".2f" if isinstance(v, float) and abs(v) < 20 else ".0f"
+    # ratios to 3 decimals (1.100 and 1.096 differ); microseconds whole,
+    # as idle-watch takes them
+    f = ".0f" if "(us)" in c["claim"] else ".3f"
     return f"{v:{f}} [{lo:{f}}, {hi:{f}}] **{c['verdict']}**"
 
 
