@@ -285,7 +285,8 @@ def collect(stages):
             guests.append({"name": g["name"], "stage": stage, **done_record(g["name"])})
             idle = re.search(r"blkqos_test\.idle=(\w+)", g["args"]).group(1)
             seen = {}
-            for kind, f in parse_text(text):
+            records = parse_text(text)
+            for kind, f in records:
                 if kind in ("v4lat", "v4burst", "v4db"):
                     check_record(g, kind, f, idle)
                     seen.setdefault((kind, f.get("qd"), f.get("gap_ms"), f["cfg"]), []).append(f["rep"])
@@ -296,7 +297,7 @@ def collect(stages):
             kinds = {k[0] for k in seen}
             if "v4_kind" in g["args"] and not kinds:
                 raise BadLog(f"v4: {g['name']}: no records")
-            for kind, f in parse_text(text):
+            for kind, f in records:
                 if kind in ("hotpath", "hotpath32"):
                     f["qd"] = 32 if kind == "hotpath32" else 1
                     f["kernel"] = g["kernel"]
@@ -438,6 +439,15 @@ def ratio(a, b):
 
 # ---- the claims
 
+def groups_of(rows, kind):
+    """the rows of one kind by point: {point key: {peer: records}}"""
+    groups = {}
+    for key, recs in rows.items():
+        if key[0] == kind:
+            groups.setdefault(key[:-1], {})[key[-1]] = recs
+    return groups
+
+
 def lat_stats(recs):
     tail = Tail([pairs(r["h"]) for r in recs], 100)
     runs = list(range(len(recs)))
@@ -487,11 +497,7 @@ def lat_claims(rows, level=0.95):
     """Sustained, calibration and EPYC points: ratios over c1 of the same
     kernel, table, build and point"""
     out = []
-    groups = {}
-    for key, recs in rows.items():
-        if key[0] != "v4lat":
-            continue
-        groups.setdefault(key[:-1], {})[key[-1]] = recs
+    groups = groups_of(rows, "v4lat")
     for gkey, peers in sorted(groups.items(), key=str):
         _, kernel, idle, build, dev, shape, cus, qd = gkey
         if "c1" not in peers:
@@ -610,10 +616,7 @@ def burst_stats(recs, cpus):
 
 def burst_claims(rows, level=0.95):
     out = []
-    groups = {}
-    for key, recs in rows.items():
-        if key[0] == "v4burst":
-            groups.setdefault(key[:-1], {})[key[-1]] = recs
+    groups = groups_of(rows, "v4burst")
     tick_ms = 1000 / HZ
     # by kernel, shape, then gap in ms (not as text: 2 before 16)
     for gkey, peers in sorted(groups.items(), key=lambda kv: (kv[0][1], kv[0][5], kv[0][7])):
@@ -670,10 +673,7 @@ def burst_claims(rows, level=0.95):
 
 def db_claims(rows, level=0.95):
     out = []
-    groups = {}
-    for key, recs in rows.items():
-        if key[0] == "v4db":
-            groups.setdefault(key[:-1], {})[key[-1]] = recs
+    groups = groups_of(rows, "v4db")
     for gkey, peers in sorted(groups.items(), key=str):
         _, kernel, idle, build, dev, shape, cus, _ = gkey
         if "c1" not in peers:
