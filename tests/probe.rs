@@ -148,8 +148,15 @@ fn without_a_cpuidle_driver_there_is_nothing_to_buy_and_nothing_is_written() {
     }
     let (env, file, _) = env(Some("none"));
     let before = env.snapshot();
-    let r = env.run(&["probe", file.to_str().unwrap(), "--duration", "1"]);
-    let _ = std::fs::remove_file(&file);
+    let plot = env.work.join("probe.svg");
+    let r = env.run(&[
+        "probe",
+        file.to_str().unwrap(),
+        "--duration",
+        "1",
+        "--plot",
+        plot.to_str().unwrap(),
+    ]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(
         r.stdout.contains("nothing to buy here: no cpuidle driver"),
@@ -157,6 +164,35 @@ fn without_a_cpuidle_driver_there_is_nothing_to_buy_and_nothing_is_written() {
         r.stdout
     );
     assert_eq!(env.snapshot(), before);
+    // no plot, and the user who asked for one is told why
+    assert!(!plot.exists());
+    assert!(
+        r.stderr.contains("not written: no device was measured"),
+        "{}",
+        r.stderr
+    );
+    let r = env.run(&[
+        "probe",
+        file.to_str().unwrap(),
+        "--duration",
+        "1",
+        "--json",
+        "--plot",
+        plot.to_str().unwrap(),
+    ]);
+    let _ = std::fs::remove_file(&file);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let doc = r.json();
+    valid(&doc);
+    assert!(!plot.exists());
+    let warned = doc["warnings"].as_array().unwrap();
+    assert!(
+        warned.iter().any(|w| w
+            .as_str()
+            .unwrap()
+            .contains("not written: no device was measured")),
+        "{doc:#}"
+    );
 }
 
 #[test]

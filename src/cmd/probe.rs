@@ -99,6 +99,13 @@ pub fn probe(ctx: &Ctx, opts: &Options, out: &mut String) -> Result<u8, Error> {
             .map_err(|e| ProbeError::Refused(e.to_string()))?;
         probed.push(probe_one(ctx, opts, &t, &stop, &mut warnings)?);
     }
+    let measured = probed.iter().find(|p| p.analysis.is_some());
+    if let (Some(file), None) = (&plot_file, measured) {
+        warnings.push(format!(
+            "--plot {}: not written: no device was measured",
+            file.path.display()
+        ));
+    }
     if opts.json {
         let d = doc("probe", false, false, &probed, &warnings, &[], None);
         out.push_str(&d.render());
@@ -106,8 +113,13 @@ pub fn probe(ctx: &Ctx, opts: &Options, out: &mut String) -> Result<u8, Error> {
         for p in &probed {
             human(p, out);
         }
+        // the JSON document carries them; a reader of the text needs
+        // them as much (a noisy machine, runs the lease did not hold)
+        for w in &warnings {
+            log::warn!("{w}");
+        }
     }
-    if let (Some(file), Some(p)) = (&mut plot_file, probed.iter().find(|p| p.analysis.is_some()))
+    if let (Some(file), Some(p)) = (&mut plot_file, measured)
         && let Some(a) = &p.analysis
     {
         let title = format!("blkqos probe: {} ({})", p.name, p.path);
