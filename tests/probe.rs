@@ -94,6 +94,20 @@ fn values(env: &Env) -> Vec<String> {
     (0..2).map(|c| env.get(&resume(c))).collect()
 }
 
+/// `blkqos probe FILE --duration 1 ARGS... --plot PLOT`: one second a
+/// configuration, and a plot asked for.
+fn probe_with_plot(
+    env: &Env,
+    file: &std::path::Path,
+    plot: &std::path::Path,
+    args: &[&str],
+) -> common::Run {
+    let mut all = vec!["probe", file.to_str().unwrap(), "--duration", "1"];
+    all.extend_from_slice(args);
+    all.extend(["--plot", plot.to_str().unwrap()]);
+    env.run(&all)
+}
+
 #[test]
 fn a_probe_measures_every_configuration_and_leaves_every_value_as_found() {
     if !common::is_root("the probe runs as root") {
@@ -104,17 +118,7 @@ fn a_probe_measures_every_configuration_and_leaves_every_value_as_found() {
     env.fx.put(&resume(1), "500");
     let (on, ticker) = io_ticker(&env, &disk);
     let plot = env.work.join("probe.svg");
-    let r = env.run(&[
-        "probe",
-        file.to_str().unwrap(),
-        "--duration",
-        "1",
-        "--limits",
-        "auto,0",
-        "--json",
-        "--plot",
-        plot.to_str().unwrap(),
-    ]);
+    let r = probe_with_plot(&env, &file, &plot, &["--limits", "auto,0", "--json"]);
     on.store(false, Ordering::Relaxed);
     ticker.join().unwrap();
     let _ = std::fs::remove_file(&file);
@@ -149,14 +153,7 @@ fn without_a_cpuidle_driver_there_is_nothing_to_buy_and_nothing_is_written() {
     let (env, file, _) = env(Some("none"));
     let before = env.snapshot();
     let plot = env.work.join("probe.svg");
-    let r = env.run(&[
-        "probe",
-        file.to_str().unwrap(),
-        "--duration",
-        "1",
-        "--plot",
-        plot.to_str().unwrap(),
-    ]);
+    let r = probe_with_plot(&env, &file, &plot, &[]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(
         r.stdout.contains("nothing to buy here: no cpuidle driver"),
@@ -171,15 +168,7 @@ fn without_a_cpuidle_driver_there_is_nothing_to_buy_and_nothing_is_written() {
         "{}",
         r.stderr
     );
-    let r = env.run(&[
-        "probe",
-        file.to_str().unwrap(),
-        "--duration",
-        "1",
-        "--json",
-        "--plot",
-        plot.to_str().unwrap(),
-    ]);
+    let r = probe_with_plot(&env, &file, &plot, &["--json"]);
     let _ = std::fs::remove_file(&file);
     assert_eq!(r.code, 0, "{}", r.stderr);
     let doc = r.json();
